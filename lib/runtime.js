@@ -1,0 +1,223 @@
+'use strict';
+
+const os = require('node:os');
+const path = require('node:path');
+const fs = require('node:fs');
+const { NativeArtifact } = require('../native.js');
+const { ZgcError, fromNative } = require('./errors');
+const { toTypedArray } = require('./values');
+
+const dispose = Symbol.dispose || Symbol.for('nodejs.dispose');
+
+const OUTPUT_ARRAYS = { f32: Float32Array, i8: Int8Array, bool: Uint8Array };
+
+function deepFreeze(list) {
+  for (const item of list) {
+    for (const value of Object.values(item)) if (Array.isArray(value)) Object.freeze(value);
+    Object.freeze(item);
+  }
+  return Object.freeze(list);
+}
+
+/** `~` expanded and made absolute, symlinks resolved where the file exists (as Python's resolve()). */
+function resolvePath(p) {
+  let expanded = p;
+  if (p === '~' || p.startsWith('~/')) expanded = path.join(os.homedir(), p.slice(1));
+  const absolute = path.resolve(expanded);
+  try {
+    return fs.realpathSync(absolute);
+  } catch {
+    return absolute;
+  }
+}
+
+function checkOptions(options) {
+  if (options === undefined) return { f16: 'float32' };
+  if (typeof options !== 'object' || options === null) throw new TypeError('load options must be an object');
+  const f16 = options.f16 === undefined ? 'float32' : options.f16;
+  if (f16 !== 'float32' && f16 !== 'bits') {
+    throw new TypeError(`load option f16 must be 'float32' or 'bits', got ${JSON.stringify(f16)}`);
+  }
+  return { f16 };
+}
+
+/** Opens an artifact (path or bytes) and validates it: the shared step of `load` and pools. */
+function openArtifact(artifact) {
+  try {
+    if (typeof artifact === 'string') return { native: NativeArtifact.open(resolvePath(artifact)), fromBytes: false };
+    if (artifact instanceof Uint8Array) {
+      return { native: NativeArtifact.fromBytes(artifact, `<${artifact.length} bytes>`), fromBytes: true };
+    }
+  } catch (err) {
+    throw fromNative(err);
+  }
+  throw new TypeError(`load() takes a path string or a Uint8Array of library bytes, got ${artifact === null ? 'null' : typeof artifact}`);
+}
+
+class Runtime {
+  #native;
+  #info;
+  #byName;
+  #outputArrays;
+
+  /** @internal Use `load()`. */
+  constructor(artifact, options) {
+    const { native, fromBytes } = artifact;
+    const description = native.describe();
+    try {
+      this.#native = native.instantiate();
+    } catch (err) {
+      throw fromNative(err);
+    }
+    const f16 = checkOptions(options).f16 === 'bits' ? Uint16Array : Float32Array;
+    this.#outputArrays = description.outputs.map((o) => (o.dtype === 'f16' ? f16 : OUTPUT_ARRAYS[o.dtype]));
+    this.#byName = new Map(description.sources.map((s, i) => [s.name, i]));
+    this.#info = {
+      path: fromBytes ? null : description.path,
+      abiVersion: description.abiVersion,
+      fingerprint: BigInt(description.fingerprintHex),
+      fingerprintHex: description.fingerprintHex,
+      runtimeSize: description.runtimeSize,
+      runtimeAlignment: description.runtimeAlignment,
+      mutableBytes: description.mutableBytes,
+      // `logicalCount` and `identity` stay internal: the documented fields are the contract.
+      internal: description.sources,
+      sources: deepFreeze(
+        description.sources.map((s) => ({
+          key: s.key,
+          name: s.name,
+          kind: s.kind,
+          binding: s.binding,
+          dtype: s.dtype,
+          shape: s.shape,
+          strides: s.strides,
+          offset: s.offset,
+          elementCount: s.elementCount,
+          byteCount: s.byteCount,
+        })),
+      ),
+      outputs: deepFreeze(
+        description.outputs.map((o) => ({ dtype: o.dtype, shape: o.shape, elementCount: o.elementCount, byteCount: o.byteCount })),
+      ),
+    };
+  }
+
+  get path() { return this.#info.path; }
+  get abiVersion() { return this.#info.abiVersion; }
+  get fingerprint() { return this.#info.fingerprint; }
+  get fingerprintHex() { return this.#info.fingerprintHex; }
+  get runtimeSize() { return this.#info.runtimeSize; }
+  get runtimeAlignment() { return this.#info.runtimeAlignment; }
+  get mutableBytes() { return this.#info.mutableBytes; }
+  get sources() { return this.#info.sources; }
+  get outputs() { return this.#info.outputs; }
+  get closed() { return this.#native.closed; }
+
+  #open() {
+    if (this.#native.closed) throw new ZgcError('ERR_ZGC_CLOSED', 'runtime is closed');
+  }
+
+  #index(name) {
+    const index = this.#byName.get(name);
+    if (index === undefined) {
+      const known = [...this.#byName.keys()].map((n) => JSON.stringify(n)).join(', ');
+      throw new ZgcError('ERR_ZGC_UNKNOWN_SOURCE', `artifact has no source named ${JSON.stringify(String(name))} (its sources: ${known})`, {
+        source: String(name),
+      });
+    }
+    return index;
+  }
+
+  /** Gives a source logical values (C order); OWNED sources copy, BOUND ones are packed. */
+  set(name, values) {
+    this.#open();
+    const index = this.#index(name);
+    const array = toTypedArray(this.#info.internal[index], values);
+    try {
+      this.#native.set(index, array);
+    } catch (err) {
+      throw fromNative(err);
+    }
+  }
+
+  /** Binds a TypedArray holding a BOUND source's physical storage, without copying. */
+  bind(name, storage) {
+    this.#open();
+    const index = this.#index(name);
+    const source = this.#info.internal[index];
+    if (!ArrayBuffer.isView(storage) || storage instanceof DataView) {
+      throw new ZgcError(
+        'ERR_ZGC_DTYPE',
+        `source ${JSON.stringify(source.name)} (${source.dtype}) binds a TypedArray of its physical storage, got ${storage === null ? 'null' : typeof storage}`,
+        { source: source.name },
+      );
+    }
+    try {
+      this.#native.bind(index, storage);
+    } catch (err) {
+      throw fromNative(err);
+    }
+  }
+
+  /** Runs the graph once, after applying `inputs`; returns every output. */
+  run(inputs) {
+    this.#open();
+    if (inputs !== undefined && inputs !== null) {
+      if (typeof inputs !== 'object') throw new TypeError(`run() inputs must be an object of source names to values, got ${typeof inputs}`);
+      for (const name of Object.keys(inputs)) {
+        const index = this.#index(name);
+        const array = toTypedArray(this.#info.internal[index], inputs[name]);
+        try {
+          this.#native.feed(index, array);
+        } catch (err) {
+          throw fromNative(err);
+        }
+      }
+    }
+    try {
+      this.#native.run();
+    } catch (err) {
+      throw fromNative(err);
+    }
+    const tensors = new Array(this.#outputArrays.length);
+    for (let i = 0; i < tensors.length; i++) tensors[i] = this.#copyOutput(i);
+    return tensors;
+  }
+
+  /** Output `index` of the last run, as a new Tensor. */
+  output(index) {
+    this.#open();
+    if (!Number.isInteger(index) || index < 0 || index >= this.#outputArrays.length) {
+      throw new RangeError(`output index ${String(index)} is out of range: the artifact has ${this.#outputArrays.length} outputs`);
+    }
+    return this.#copyOutput(index);
+  }
+
+  #copyOutput(index) {
+    const info = this.#info.outputs[index];
+    const data = new this.#outputArrays[index](info.elementCount);
+    try {
+      this.#native.copyOutput(index, data);
+    } catch (err) {
+      throw fromNative(err);
+    }
+    return { dtype: info.dtype, shape: info.shape, data };
+  }
+
+  /** Deinitialises the runtime and releases bound storage. Safe to call twice. */
+  close() {
+    this.#native.close();
+  }
+
+  [dispose]() {
+    this.close();
+  }
+}
+
+/** Loads an artifact from a path or from its bytes, validates it and starts one runtime. */
+function load(artifact, options) {
+  checkOptions(options);
+  return new Runtime(openArtifact(artifact), options);
+}
+
+module.exports = { load, Runtime, openArtifact };

@@ -1,0 +1,172 @@
+//! Strided layouts: where each logical element of a tensor lives in its physical storage
+//! (`offset + sum(c[a] * strides[a])`), and the packing loop that scatters logical C-order
+//! values into that storage.
+
+/// Strides, in elements, of a C-contiguous tensor of `shape`.
+pub fn c_strides(shape: &[usize]) -> Vec<isize> {
+    let mut strides = vec![0isize; shape.len()];
+    let mut stride: isize = 1;
+    for axis in (0..shape.len()).rev() {
+        strides[axis] = stride;
+        stride = stride.saturating_mul(shape[axis] as isize);
+    }
+    strides
+}
+
+/// C-contiguous: the strides of every axis that has more than one position match `c_strides`
+/// (an axis of extent 1 never moves, so its stride does not matter, as in numpy).
+pub fn is_c_contiguous(shape: &[usize], strides: &[isize]) -> bool {
+    if shape.contains(&0) {
+        return true;
+    }
+    let expected = c_strides(shape);
+    shape
+        .iter()
+        .zip(strides.iter().zip(expected.iter()))
+        .all(|(&d, (&s, &e))| d == 1 || s == e)
+}
+
+/// The lowest and highest physical index any logical element reaches, or `None` for a tensor
+/// without elements. Computed in i128 so that no descriptor can overflow it.
+pub fn physical_range(shape: &[usize], strides: &[isize], offset: usize) -> Option<(i128, i128)> {
+    if shape.contains(&0) {
+        return None;
+    }
+    let mut low = offset as i128;
+    let mut high = offset as i128;
+    for (&d, &s) in shape.iter().zip(strides) {
+        let reach = (d as i128 - 1) * s as i128;
+        if reach < 0 {
+            low += reach;
+        } else {
+            high += reach;
+        }
+    }
+    Some((low, high))
+}
+
+/// Walks the logical elements in C order, calling `visit(logical_run, physical_start)` for each
+/// run of the innermost axis. The layout must have been validated by `meta`.
+fn for_each_row(shape: &[usize], strides: &[isize], offset: usize, mut visit: impl FnMut(usize, isize)) {
+    if shape.contains(&0) {
+        return;
+    }
+    let Some((&inner, outer)) = shape.split_last() else {
+        visit(0, offset as isize);
+        return;
+    };
+    let rows: usize = outer.iter().product();
+    let mut coord = vec![0usize; outer.len()];
+    let mut base = offset as isize;
+    for row in 0..rows {
+        visit(row * inner, base);
+        for axis in (0..outer.len()).rev() {
+            coord[axis] += 1;
+            base += strides[axis];
+            if coord[axis] < outer[axis] {
+                break;
+            }
+            base -= strides[axis] * outer[axis] as isize;
+            coord[axis] = 0;
+        }
+    }
+}
+
+/// Scatters `logical` (C order, `product(shape)` values) into `physical` (`element_count`
+/// values). Elements of `physical` that no logical element maps to are left as they are.
+pub fn pack<T: Copy>(shape: &[usize], strides: &[isize], offset: usize, logical: &[T], physical: &mut [T]) {
+    let inner = shape.last().copied().unwrap_or(1);
+    let step = strides.last().copied().unwrap_or(1);
+    for_each_row(shape, strides, offset, |start, base| {
+        let row = &logical[start..start + inner];
+        if step == 1 {
+            let base = base as usize;
+            physical[base..base + inner].copy_from_slice(row);
+        } else {
+            let mut at = base;
+            for &value in row {
+                physical[at as usize] = value;
+                at += step;
+            }
+        }
+    });
+}
+
+/// Gathers the logical values (C order) out of physical storage: the inverse of `pack`.
+pub fn unpack<T: Copy>(shape: &[usize], strides: &[isize], offset: usize, physical: &[T], logical: &mut [T]) {
+    let inner = shape.last().copied().unwrap_or(1);
+    let step = strides.last().copied().unwrap_or(1);
+    for_each_row(shape, strides, offset, |start, base| {
+        let row = &mut logical[start..start + inner];
+        let mut at = base;
+        for slot in row {
+            *slot = physical[at as usize];
+            at += step;
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Independent reference: the physical index of every logical element by the formula.
+    fn indices(shape: &[usize], strides: &[isize], offset: usize) -> Vec<usize> {
+        let count: usize = shape.iter().product();
+        (0..count)
+            .map(|linear| {
+                let mut rest = linear;
+                let mut at = offset as isize;
+                for axis in (0..shape.len()).rev() {
+                    at += (rest % shape[axis]) as isize * strides[axis];
+                    rest /= shape[axis];
+                }
+                at as usize
+            })
+            .collect()
+    }
+
+    fn check(shape: &[usize], strides: &[isize], offset: usize, count: usize) {
+        let logical: Vec<u32> = (0..shape.iter().product::<usize>() as u32).map(|v| v + 100).collect();
+        let mut physical = vec![0u32; count];
+        pack(shape, strides, offset, &logical, &mut physical);
+        let mut expected = vec![0u32; count];
+        for (value, at) in logical.iter().zip(indices(shape, strides, offset)) {
+            expected[at] = *value;
+        }
+        assert_eq!(physical, expected, "shape {shape:?} strides {strides:?} offset {offset}");
+        let mut back = vec![0u32; logical.len()];
+        unpack(shape, strides, offset, &physical, &mut back);
+        assert_eq!(back, logical);
+    }
+
+    #[test]
+    fn pack_matches_the_index_formula_for_many_layouts() {
+        check(&[], &[], 0, 1);
+        check(&[], &[], 3, 5);
+        check(&[5], &[1], 0, 5);
+        check(&[5], &[-1], 4, 5);
+        check(&[5], &[3], 2, 15);
+        check(&[2, 3], &[3, 1], 0, 6);
+        check(&[2, 3], &[1, 2], 0, 6); // transposed
+        check(&[3, 4], &[6, 1], 1, 20); // padded rows
+        check(&[3, 4], &[-4, -1], 11, 12); // both axes reversed
+        check(&[2, 3, 4], &[1, 8, 2], 0, 24); // permuted
+        check(&[2, 1, 3], &[3, 99, 1], 0, 6);
+        check(&[2, 0, 3], &[3, 3, 1], 0, 0);
+    }
+
+    #[test]
+    fn physical_range_covers_negative_and_positive_reach() {
+        assert_eq!(physical_range(&[3, 4], &[-4, 1], 8), Some((0, 11)));
+        assert_eq!(physical_range(&[], &[], 2), Some((2, 2)));
+        assert_eq!(physical_range(&[0, 4], &[4, 1], 0), None);
+    }
+
+    #[test]
+    fn contiguity_ignores_unit_axes() {
+        assert!(is_c_contiguous(&[2, 1, 3], &[3, 7, 1]));
+        assert!(!is_c_contiguous(&[2, 3], &[1, 2]));
+        assert_eq!(c_strides(&[2, 3, 4]), vec![12, 4, 1]);
+    }
+}

@@ -1,0 +1,13 @@
+//! Every `unsafe` block of the crate lives under this module (`lib.rs` denies `unsafe_code`
+//! everywhere else). Each submodule turns one kind of raw resource into a safe owner:
+//!
+//! - `library`: the artifact's shared library and its 15 C functions;
+//! - `memory`: aligned allocations and byte/element views of them;
+//! - `runtime`: a live runtime instance inside caller storage, and the storage bound to it;
+//! - `js` (feature `node`): JavaScript TypedArrays whose memory is lent to an artifact.
+
+pub mod library;
+pub mod memory;
+pub mod runtime;
+#[cfg(feature = "node")]
+pub mod js;
