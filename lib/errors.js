@@ -15,7 +15,7 @@ class ZgcError extends Error {
 }
 
 const STATUS = /^(zgc_\w+) returned .*\(status (-?\d+)\)/;
-const SOURCE = /^source ("(?:[^"\\]|\\.)*")/;
+const SOURCE = /\bsource ("(?:[^"\\]|\\.)*")/;
 
 /** Turns an error thrown by the native layer into a ZgcError; leaves others as they are. */
 function fromNative(err) {

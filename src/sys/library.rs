@@ -53,6 +53,11 @@ pub struct ArtifactLibrary {
     pub(super) api: Api,
     pub path: String,
     _library: libloading::os::unix::Library,
+    /// The memfd a library loaded from bytes came from, closed only after the library
+    /// (dropped first). glibc's dlopen returns an already loaded library whose name matches,
+    /// and the name is `/proc/self/fd/N`: were N closed and reused for other bytes while this
+    /// library is loaded, dlopen would hand back this library instead of the new one.
+    _memfd: Option<std::fs::File>,
 }
 
 impl ArtifactLibrary {
@@ -73,11 +78,11 @@ impl ArtifactLibrary {
             return Err(Error::AbiVersion { path: path.to_owned(), found });
         }
         let api = resolve(&library, path)?;
-        Ok(ArtifactLibrary { api, path: path.to_owned(), _library: library })
+        Ok(ArtifactLibrary { api, path: path.to_owned(), _library: library, _memfd: None })
     }
 
     /// Loads an artifact from bytes without leaving a file behind: an anonymous memfd on
-    /// Linux (closed once `dlopen` holds its own mapping).
+    /// Linux, which lives exactly as long as the library.
     #[cfg(target_os = "linux")]
     pub fn from_bytes(bytes: &[u8], label: &str) -> Result<ArtifactLibrary> {
         use std::io::Write;
@@ -98,7 +103,8 @@ impl ArtifactLibrary {
         let mut library = ArtifactLibrary::open(&format!("/proc/self/fd/{fd}"))
             .map_err(|e| relabel(e, label))?;
         library.path = label.to_owned();
-        Ok(library) // `file` closes here; the mapping made by dlopen stays.
+        library._memfd = Some(file);
+        Ok(library)
     }
 
     pub fn abi_version(&self) -> u32 {

@@ -1,0 +1,133 @@
+'use strict';
+
+// Run with `node --expose-gc lifetime.js <scenario>`: each scenario prints one JSON line.
+// A crash (SIGSEGV, abort) shows as a non-zero exit in the spec that spawns this.
+
+const { load } = require('../..');
+const { fixture } = require('../fixtures/manifest');
+
+const N = 1 << 20;
+const gc = () => {
+  for (let i = 0; i < 3; i++) global.gc();
+};
+// Pressure that reuses freed memory, so a dangling pointer would read other values.
+const churn = () => {
+  const junk = [];
+  for (let i = 0; i < 32; i++) junk.push(new Float32Array(N).fill(-7));
+  return junk.length;
+};
+
+function ramp(offset) {
+  const a = new Float32Array(N);
+  for (let k = 0; k < N; k++) a[k] = (k % 1000) + offset;
+  return a;
+}
+
+function checkSum(y, xv, offset) {
+  for (let k = 0; k < N; k += 997) if (y[k] !== Math.fround(xv + (k % 1000) + offset)) return `y[${k}] = ${y[k]}`;
+  return null;
+}
+
+const scenarios = {
+  // The bound array is kept alive by the runtime after JS drops every reference to it.
+  'bind-drop-gc'() {
+    const rt = load(fixture('big'));
+    rt.bind('w', ramp(0.5));
+    gc();
+    churn();
+    gc();
+    const x = new Float32Array(N).fill(2);
+    const bad = checkSum(rt.run({ x })[0].data, 2, 0.5);
+    rt.close();
+    return { ok: bad === null, bad };
+  },
+
+  // Transfer detaches the bound buffer: the next run refuses, and a new binding works.
+  'transfer-detach'() {
+    const rt = load(fixture('big'));
+    const w = ramp(1);
+    rt.bind('w', w);
+    const moved = structuredClone(w, { transfer: [w.buffer] });
+    let code = null;
+    let message = null;
+    try {
+      rt.run({ x: new Float32Array(N) });
+    } catch (err) {
+      ({ code, message } = err);
+    }
+    moved.fill(0);
+    gc();
+    churn();
+    rt.bind('w', ramp(3));
+    const bad = checkSum(rt.run({ x: new Float32Array(N).fill(1) })[0].data, 1, 3);
+    rt.close();
+    return { ok: bad === null, code, message, bad, detachedLength: w.length };
+  },
+
+  // A resizable buffer shrunk under a bound view is refused; grown back, it is usable again.
+  'resizable-shrink'() {
+    const rt = load(fixture('big'));
+    const ab = new ArrayBuffer(N * 4, { maxByteLength: N * 8 });
+    const w = new Float32Array(ab);
+    w.set(ramp(0));
+    rt.bind('w', w);
+    ab.resize(N * 2);
+    let code = null;
+    try {
+      rt.run({ x: new Float32Array(N) });
+    } catch (err) {
+      code = err.code;
+    }
+    ab.resize(N * 4);
+    // Growing zero-fills the regained half; the first half kept its values.
+    const y = rt.run({ x: new Float32Array(N) })[0].data;
+    let bad = null;
+    for (let k = 0; k < N && !bad; k += 991) if (y[k] !== (k < N / 2 ? k % 1000 : 0)) bad = `y[${k}] = ${y[k]}`;
+    rt.close();
+    return { ok: bad === null, code, bad };
+  },
+
+  // Runtimes dropped without close() are finalised (deinit runs) and never crash.
+  'collected-unclosed'() {
+    let collected = 0;
+    const registry = new FinalizationRegistry(() => {
+      collected += 1;
+    });
+    for (let i = 0; i < 50; i++) {
+      const rt = load(fixture('big'));
+      rt.bind('w', ramp(i));
+      rt.run({ x: new Float32Array(N) });
+      registry.register(rt, i);
+    }
+    return new Promise((resolve) => {
+      const tick = (rounds) => {
+        gc();
+        churn();
+        if (collected >= 40 || rounds === 0) resolve({ ok: collected > 0, collected });
+        else setTimeout(() => tick(rounds - 1), 10);
+      };
+      tick(50);
+    });
+  },
+
+  // close() releases the bound array; a closed runtime collected later is harmless.
+  'close-while-bound'() {
+    const rt = load(fixture('big'));
+    rt.bind('w', ramp(0));
+    rt.close();
+    gc();
+    churn();
+    gc();
+    return { ok: rt.closed };
+  },
+};
+
+Promise.resolve(scenarios[process.argv[2]]()).then(
+  (result) => {
+    process.stdout.write(`${JSON.stringify(result)}\n`);
+  },
+  (err) => {
+    process.stdout.write(`${JSON.stringify({ ok: false, error: String(err && err.stack) })}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,155 @@
+'use strict';
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { load, ZgcError } = require('..');
+const { fixture, malformed } = require('./fixtures/manifest');
+
+describe('load() and what a Runtime tells about its artifact', () => {
+  test('identity, sizes and the ABI version come from the artifact', () => {
+    const rt = load(fixture('add'));
+    expect(rt.path).toBe(fs.realpathSync(fixture('add')));
+    expect(rt.abiVersion).toBe(1);
+    expect(rt.fingerprint).toBe(0xfedcba9876543210n); // FINGERPRINT in add.c, beyond 2^53
+    expect(rt.fingerprintHex).toBe('0xfedcba9876543210');
+    expect(rt.runtimeAlignment).toBe(64);
+    // add.c: two owned f32[4] sources and one output, 64-byte rounded, after the header.
+    expect(rt.mutableBytes).toBe(3 * 64);
+    expect(rt.runtimeSize).toBeGreaterThan(rt.mutableBytes);
+    rt.close();
+  });
+
+  test('fingerprintHex is 0x and 16 lowercase hex digits even with leading zeros', () => {
+    const rt = load(fixture('dtypes'));
+    expect(rt.fingerprintHex).toBe('0x0123456789abcdef');
+    expect(rt.fingerprint).toBe(0x0123456789abcdefn);
+    rt.close();
+  });
+
+  test('sources and outputs describe every descriptor field, frozen', () => {
+    const rt = load(fixture('dtypes'));
+    const byName = Object.fromEntries(rt.sources.map((s) => [s.name, s]));
+    expect(rt.sources.map((s) => s.name)).toEqual(['x', 'h', 'q', 'm', 'wt', 'wp', 'wn', 'hb', 'qb', 'mb', 's', 'k', 'g']);
+    expect(byName.x).toEqual({
+      key: 10, name: 'x', kind: 'input', binding: 'owned', dtype: 'f32',
+      shape: [2, 3], strides: [3, 1], offset: 0, elementCount: 6, byteCount: 24,
+    });
+    expect(byName.wp).toMatchObject({ kind: 'parameter', binding: 'bound', shape: [2, 3], strides: [4, 1], offset: 1, elementCount: 9, byteCount: 24 });
+    expect(byName.wn).toMatchObject({ strides: [-3, -1], offset: 5, elementCount: 6 });
+    expect(byName.hb).toMatchObject({ dtype: 'f16', strides: [2], elementCount: 6, byteCount: 6 });
+    expect(byName.mb).toMatchObject({ dtype: 'bool', strides: [-1], offset: 2 });
+    expect(byName.s).toMatchObject({ kind: 'state', shape: [], strides: [], elementCount: 1, byteCount: 4 });
+    expect(byName.k).toMatchObject({ kind: 'constant', binding: 'embedded' });
+    expect(rt.outputs[1]).toEqual({ dtype: 'f16', shape: [4], elementCount: 4, byteCount: 8 });
+    expect(rt.outputs[4]).toEqual({ dtype: 'f32', shape: [], elementCount: 1, byteCount: 4 });
+    expect(Object.isFrozen(rt.sources)).toBe(true);
+    expect(Object.isFrozen(rt.sources[0])).toBe(true);
+    expect(Object.isFrozen(rt.sources[0].shape)).toBe(true);
+    expect(Object.isFrozen(rt.outputs[0].shape)).toBe(true);
+    rt.close();
+  });
+
+  test('a path is resolved like the Python runtime: ~ expanded, made absolute, symlinks followed', () => {
+    const dir = fs.mkdtempSync(path.join(os.homedir(), '.zgc-test-'));
+    try {
+      const link = path.join(dir, 'linked.so');
+      fs.symlinkSync(fixture('add'), link);
+      const viaHome = load(path.join('~', path.relative(os.homedir(), link)));
+      expect(viaHome.path).toBe(fs.realpathSync(fixture('add')));
+      viaHome.close();
+      const relative = load(path.relative(process.cwd(), fixture('add')));
+      expect(relative.path).toBe(fs.realpathSync(fixture('add')));
+      relative.close();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('bytes load without leaving a file behind, each load with its own copy', () => {
+    const bytes = fs.readFileSync(fixture('add'));
+    const tmp = os.tmpdir();
+    const before = new Set(fs.readdirSync(tmp));
+    const a = load(bytes);
+    const b = load(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+    expect(a.path).toBeNull();
+    expect(a.fingerprint).toBe(0xfedcba9876543210n);
+    expect(Array.from(a.run({ a: [1, 2, 3, 4], b: [4, 3, 2, 1] })[0].data)).toEqual([5, 5, 5, 5]);
+    expect(Array.from(b.run({ a: [1, 1, 1, 1], b: [1, 1, 1, 1] })[0].data)).toEqual([2, 2, 2, 2]);
+    expect(new Set(fs.readdirSync(tmp))).toEqual(before);
+    // The library is mapped from an anonymous memfd, not from a file on disk.
+    const maps = fs.readFileSync('/proc/self/maps', 'utf8');
+    expect(maps).toMatch(/memfd:zgc-artifact/);
+    a.close();
+    b.close();
+  });
+
+  test('bytes loaded one after another are each their own library (memfd names are not reused)', () => {
+    // Regression: dlopen matches libraries by name, and a memfd's name is /proc/self/fd/N;
+    // a closed and reused N used to return the library loaded before.
+    const names = ['add', 'dtypes', 'add', 'status', 'dtypes'];
+    const want = { add: 0xfedcba9876543210n, dtypes: 0x0123456789abcdefn, status: 0x0123456789abcdefn };
+    for (const name of names) {
+      const rt = load(fs.readFileSync(fixture(name)));
+      expect(rt.fingerprint).toBe(want[name]);
+      expect(rt.sources[0].name).toBe({ add: 'a', dtypes: 'x', status: 'run_status' }[name]);
+      rt.close();
+    }
+  });
+
+  test('arguments that are neither a path nor bytes are a TypeError', () => {
+    for (const bad of [undefined, null, 42, {}, new Float32Array(4)]) expect(() => load(bad)).toThrow(TypeError);
+    expect(() => load(fixture('add'), { f16: 'half' })).toThrow(/f16 must be 'float32' or 'bits'/);
+    expect(() => load(fixture('add'), 'bits')).toThrow(TypeError);
+  });
+
+  test('a missing file and a file that is not a library fail with ERR_ZGC_LOAD and the reason', () => {
+    const missing = path.join(os.tmpdir(), 'no-such-artifact.so');
+    expect(() => load(missing)).toThrow(expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: expect.stringMatching(/no-such-artifact\.so.*No such file/) }));
+    expect(() => load(fixture('not-a-library'))).toThrow(
+      expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: expect.stringMatching(/not-a-library\.so: dlopen failed: .*(invalid ELF header|too short)/) }),
+    );
+    expect(() => load(Buffer.from('not ELF either'))).toThrow(expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: expect.stringMatching(/^cannot load artifact <14 bytes>/) }));
+  });
+
+  test('an artifact whose init fails reports the status, and deinit is never called for it', () => {
+    // status.c's deinit aborts the process when called on storage that init did not set up.
+    let thrown;
+    try {
+      load(fixture('status-init-fails'));
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(ZgcError);
+    expect(thrown).toMatchObject({ code: 'ERR_ZGC_OUT_OF_MEMORY', status: 10, operation: 'zgc_runtime_init' });
+    global.gc && global.gc();
+  });
+
+  test("an artifact's functions stay its own even where Node exports the same name (RTLD_DEEPBIND)", () => {
+    const rt = load(fixture('interpose'));
+    expect(rt.run({ x: [0] })[0].data[0]).toBe(1);
+    rt.close();
+  });
+});
+
+describe('a malformed artifact is refused at load, naming the rule it breaks', () => {
+  test('the unbroken base of the malformed fixtures loads and runs', () => {
+    const rt = load(fixture('malformed-base'));
+    rt.set('w', [10, 20, 30, 40]);
+    expect(Array.from(rt.run({ a: [1, 2, 3, 4] })[0].data)).toEqual([11, 22, 33, 44]);
+    rt.close();
+  });
+
+  test.each(malformed.map((m) => [m.rule, m]))('%s', (_rule, m) => {
+    let thrown;
+    try {
+      load(fixture(`malformed-${m.rule.toLowerCase()}`));
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(ZgcError);
+    expect(thrown.code).toBe(m.code);
+    expect(thrown.message).toMatch(m.message);
+    expect(thrown.message).toContain(`malformed-${m.rule.toLowerCase()}.so`);
+  });
+});

@@ -1,0 +1,35 @@
+// Compiled with `tsc --noEmit --strict` by types.spec.js: the public types must accept what
+// the README shows and reject what the runtime would refuse.
+import zgc, { load, Runtime, Tensor, ZgcError, SourceInfo } from 'zgc-runtime';
+
+const rt: Runtime = load('model.so', { f16: 'bits' });
+const fromBytes: Runtime = zgc.load(new Uint8Array(0));
+const outputs: Tensor[] = rt.run({ x: new Float32Array(4), mask: [true, false], n: 3 });
+const first: Float32Array | Uint16Array | Int8Array | Uint8Array = outputs[0].data;
+const fp: bigint = rt.fingerprint;
+const where: string | null = rt.path;
+const info: readonly SourceInfo[] = rt.sources;
+rt.set('w', [1, 2, 3]);
+rt.bind('w', new Float32Array(3));
+rt.output(0);
+{
+  using scoped = load('other.so');
+  scoped.run();
+}
+try {
+  rt.close();
+} catch (err) {
+  if (err instanceof ZgcError && err.code === 'ERR_ZGC_MISSING_BINDING') {
+    const detail: [number | undefined, string | undefined, string | undefined] = [err.status, err.operation, err.source];
+    void detail;
+  }
+}
+// @ts-expect-error run() takes an object of names to values
+rt.run([new Float32Array(4)]);
+// @ts-expect-error bind() takes storage, not a plain array
+rt.bind('w', [1, 2, 3]);
+// @ts-expect-error f16 output format is 'float32' or 'bits'
+load('m.so', { f16: 'half' });
+// @ts-expect-error the fingerprint is a bigint
+const n: number = rt.fingerprint;
+export { first, fp, where, info, fromBytes, n };

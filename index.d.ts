@@ -1,0 +1,153 @@
+/** ZGC executable ABI version this runtime implements. */
+export declare const ABI_VERSION: 1
+
+export type DType = 'f32' | 'f16' | 'i8' | 'bool'
+export type SourceKind = 'input' | 'parameter' | 'constant' | 'state'
+export type SourceBinding = 'owned' | 'bound' | 'embedded'
+
+export interface LoadOptions {
+  /** How f16 outputs come back: exact values in a Float32Array (default), or raw bits. */
+  f16?: 'float32' | 'bits'
+}
+
+/** One source of the compiled graph, as its descriptor gives it. */
+export interface SourceInfo {
+  readonly key: number
+  readonly name: string
+  readonly kind: SourceKind
+  readonly binding: SourceBinding
+  readonly dtype: DType
+  readonly shape: readonly number[]
+  /** Strides in elements; may be negative (BOUND sources). */
+  readonly strides: readonly number[]
+  /** Physical index of the first logical element. */
+  readonly offset: number
+  /** Physical storage extent, in elements: the length `bind()` takes. */
+  readonly elementCount: number
+  /** Logical bytes: product(shape) * item size. */
+  readonly byteCount: number
+}
+
+export interface OutputInfo {
+  readonly dtype: DType
+  readonly shape: readonly number[]
+  readonly elementCount: number
+  readonly byteCount: number
+}
+
+/** The TypedArray an output of each dtype comes back as. */
+export type TensorData = Float32Array | Uint16Array | Int8Array | Uint8Array
+
+/** One output of a run, C-contiguous. */
+export interface Tensor {
+  readonly dtype: DType
+  readonly shape: readonly number[]
+  readonly data: TensorData
+}
+
+/**
+ * Values for a source, in logical C order: a TypedArray of its dtype (f32: Float32Array;
+ * f16: Float32Array/Float64Array, rounded to nearest even, or Uint16Array bits; i8:
+ * Int8Array; bool: Uint8Array of 0/1), a plain array of numbers (booleans for bool), or a
+ * number for a one-element source.
+ */
+export type SourceValues =
+  | Float32Array
+  | Float64Array
+  | Uint16Array
+  | Int8Array
+  | Uint8Array
+  | ReadonlyArray<number>
+  | ReadonlyArray<boolean>
+  | number
+  | boolean
+
+/** Physical storage for `bind()`: `elementCount` elements (f16 as Uint16Array bits). */
+export type BoundStorage = Float32Array | Uint16Array | Int8Array | Uint8Array
+
+export type Inputs = Readonly<Record<string, SourceValues>>
+
+export type ZgcErrorCode =
+  | 'ERR_ZGC_LOAD'
+  | 'ERR_ZGC_ABI_VERSION'
+  | 'ERR_ZGC_INVALID_ARTIFACT'
+  | 'ERR_ZGC_UNKNOWN_SOURCE'
+  | 'ERR_ZGC_EMBEDDED'
+  | 'ERR_ZGC_NOT_BOUND'
+  | 'ERR_ZGC_DTYPE'
+  | 'ERR_ZGC_SIZE'
+  | 'ERR_ZGC_VALUE'
+  | 'ERR_ZGC_DETACHED'
+  | 'ERR_ZGC_ALIGNMENT'
+  | 'ERR_ZGC_OUT_OF_MEMORY'
+  | 'ERR_ZGC_CLOSED'
+  | 'ERR_ZGC_INVALID_ARGUMENT'
+  | 'ERR_ZGC_INVALID_RUNTIME_STORAGE'
+  | 'ERR_ZGC_INVALID_SOURCE'
+  | 'ERR_ZGC_INVALID_OUTPUT'
+  | 'ERR_ZGC_SIZE_MISMATCH'
+  | 'ERR_ZGC_ALIGNMENT_MISMATCH'
+  | 'ERR_ZGC_INCOMPATIBLE_BINDING'
+  | 'ERR_ZGC_MISSING_BINDING'
+  | 'ERR_ZGC_BUFFER_TOO_SMALL'
+  | 'ERR_ZGC_UNKNOWN_STATUS'
+
+export declare class ZgcError extends Error {
+  readonly name: 'ZgcError'
+  readonly code: ZgcErrorCode
+  /** The raw status, when the artifact returned one. */
+  readonly status?: number
+  /** The C function that returned `status`. */
+  readonly operation?: string
+  /** The source the error is about, when there is one. */
+  readonly source?: string
+}
+
+export declare class Runtime implements Disposable {
+  private constructor()
+  /** Absolute, resolved path of the artifact; null when it was loaded from bytes. */
+  readonly path: string | null
+  readonly abiVersion: number
+  /** Structural fingerprint: a u64, hence a bigint. */
+  readonly fingerprint: bigint
+  /** '0x' and 16 lowercase hex digits. */
+  readonly fingerprintHex: string
+  readonly runtimeSize: number
+  readonly runtimeAlignment: number
+  readonly mutableBytes: number
+  readonly sources: readonly SourceInfo[]
+  readonly outputs: readonly OutputInfo[]
+  readonly closed: boolean
+
+  /**
+   * Gives a source logical values. OWNED sources copy them (the buffer may be reused at
+   * once); BOUND sources get them packed into aligned storage the runtime keeps.
+   */
+  set(name: string, values: SourceValues): void
+  /**
+   * Binds a BOUND source to caller storage without copying. The runtime reads it in place at
+   * every run and keeps it alive until it is rebound or the runtime is closed.
+   */
+  bind(name: string, storage: BoundStorage): void
+  /**
+   * Runs the graph once after applying `inputs` (OWNED: as set; BOUND: bound zero-copy when
+   * the array is the physical storage, else packed as set).
+   */
+  run(inputs?: Inputs): Tensor[]
+  /** Output `index` of the last run. */
+  output(index: number): Tensor
+  /** Deinitialises the runtime and releases bound storage. Idempotent. */
+  close(): void
+  [Symbol.dispose](): void
+}
+
+/** Loads and validates an artifact (a path, `~` allowed, or the library's bytes). */
+export declare function load(artifact: string | Uint8Array, options?: LoadOptions): Runtime
+
+declare const zgc: {
+  ABI_VERSION: typeof ABI_VERSION
+  load: typeof load
+  Runtime: typeof Runtime
+  ZgcError: typeof ZgcError
+}
+export default zgc

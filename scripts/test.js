@@ -1,0 +1,42 @@
+#!/usr/bin/env node
+'use strict';
+
+// The whole test suite, from a fresh checkout after `npm ci`: Rust unit tests, the release
+// addon, the C fixtures, the Python reference venv, then Jest. Ends with one plain line,
+// "N passed, N failed", read from Jest's JSON report so that a run of no test cannot pass.
+const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const root = path.join(__dirname, '..');
+const report = path.join(root, 'target', 'jest-results.json');
+
+function step(cmd, args, opts = {}) {
+  console.log(`\n$ ${cmd} ${args.join(' ')}`);
+  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', ...opts });
+  if (r.status !== 0 && !opts.allowFail) {
+    console.error(`\`${cmd} ${args.join(' ')}\` failed (exit ${r.status}${r.signal ? `, ${r.signal}` : ''})`);
+    process.exit(1);
+  }
+  return r.status;
+}
+
+const npx = path.join(root, 'node_modules', '.bin');
+step('cargo', ['test', '--quiet']);
+step(path.join(npx, 'napi'), ['build', '--platform', '--release', '--features', 'node', '--js', 'native.js', '--dts', 'native.d.ts']);
+step(process.execPath, ['scripts/build-fixtures.js']);
+step(process.execPath, ['scripts/prepare-reference.js']);
+fs.rmSync(report, { force: true });
+const jestStatus = step(path.join(npx, 'jest'), ['--runInBand', '--json', `--outputFile=${report}`, ...process.argv.slice(2)], { allowFail: true });
+
+let results;
+try {
+  results = JSON.parse(fs.readFileSync(report, 'utf8'));
+} catch (err) {
+  console.error(`no Jest report at ${report}: ${err.message}`);
+  console.log('0 passed, 1 failed');
+  process.exit(1);
+}
+const { numPassedTests: passed, numFailedTests: failed, numPendingTests: skipped, numTotalTests: total } = results;
+console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
+if (jestStatus !== 0 || failed > 0 || total === 0 || !results.success) process.exit(1);
