@@ -1,6 +1,7 @@
 'use strict';
 
 const { load, Runtime } = require('./lib/runtime');
+const { createPool, Pool } = require('./lib/pool');
 const { ZgcError } = require('./lib/errors');
 
-module.exports = { load, Runtime, ZgcError, ABI_VERSION: 1 };
+module.exports = { load, createPool, Runtime, Pool, ZgcError, ABI_VERSION: 1 };

@@ -1,4 +1,4 @@
 import zgc from './index.js';
 
-export const { load, Runtime, ZgcError, ABI_VERSION } = zgc;
+export const { load, createPool, Runtime, Pool, ZgcError, ABI_VERSION } = zgc;
 export default zgc;

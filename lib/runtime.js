@@ -3,7 +3,7 @@
 const os = require('node:os');
 const path = require('node:path');
 const fs = require('node:fs');
-const { NativeArtifact } = require('../native.js');
+const { NativeArtifact, NativeStaged } = require('../native.js');
 const { ZgcError, fromNative } = require('./errors');
 const { toTypedArray } = require('./values');
 
@@ -54,22 +54,36 @@ function openArtifact(artifact) {
   throw new TypeError(`load() takes a path string or a Uint8Array of library bytes, got ${artifact === null ? 'null' : typeof artifact}`);
 }
 
+/** Key of the method pools use to run inputs staged at their own call time. */
+const kRunStaged = Symbol('zgc.runStaged');
+
+function abortError(signal) {
+  return signal.reason !== undefined ? signal.reason : new DOMException('This operation was aborted', 'AbortError');
+}
+
 class Runtime {
   #native;
+  #artifact;
   #info;
   #byName;
   #outputArrays;
+  #f16Bits;
+  /** Async runs not started yet, in call order: `{ staged, resolve, reject, signal, onAbort }`. */
+  #queue = [];
+  #running = false;
 
   /** @internal Use `load()`. */
   constructor(artifact, options) {
     const { native, fromBytes } = artifact;
+    this.#artifact = native;
     const description = native.describe();
     try {
       this.#native = native.instantiate();
     } catch (err) {
       throw fromNative(err);
     }
-    const f16 = checkOptions(options).f16 === 'bits' ? Uint16Array : Float32Array;
+    this.#f16Bits = checkOptions(options).f16 === 'bits';
+    const f16 = this.#f16Bits ? Uint16Array : Float32Array;
     this.#outputArrays = description.outputs.map((o) => (o.dtype === 'f16' ? f16 : OUTPUT_ARRAYS[o.dtype]));
     this.#byName = new Map(description.sources.map((s, i) => [s.name, i]));
     this.#info = {
@@ -115,6 +129,10 @@ class Runtime {
 
   #open() {
     if (this.#native.closed) throw new ZgcError('ERR_ZGC_CLOSED', 'runtime is closed');
+    const pending = this.#queue.length + (this.#running ? 1 : 0);
+    if (pending > 0) {
+      throw new ZgcError('ERR_ZGC_BUSY', `runtime is busy with ${pending} async run(s); await them before calling it synchronously`);
+    }
   }
 
   #index(name) {
@@ -184,6 +202,104 @@ class Runtime {
     return tensors;
   }
 
+  /**
+   * Runs on the libuv thread pool. Inputs are copied now; storage bound with bind() is
+   * copied when the run starts; storage from storage() is read in place. Runs of one
+   * runtime queue in call order. An aborted signal cancels a run that has not started.
+   */
+  runAsync(inputs, options) {
+    return new Promise((resolve, reject) => {
+      if (this.#native.closed) throw new ZgcError('ERR_ZGC_CLOSED', 'runtime is closed');
+      const signal = options === undefined || options === null ? undefined : options.signal;
+      if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('runAsync option signal must be an AbortSignal');
+      if (signal && signal.aborted) throw abortError(signal);
+      this[kRunStaged](this.stageInputs(inputs), signal).then(resolve, reject);
+    });
+  }
+
+  /** @internal Copies `inputs` for a run that starts later (on this or a sibling runtime). */
+  stageInputs(inputs) {
+    const staged = new NativeStaged();
+    if (inputs === undefined || inputs === null) return staged;
+    if (typeof inputs !== 'object') throw new TypeError(`run inputs must be an object of source names to values, got ${typeof inputs}`);
+    for (const name of Object.keys(inputs)) {
+      const index = this.#index(name);
+      const array = toTypedArray(this.#info.internal[index], inputs[name]);
+      try {
+        this.#artifact.stage(staged, index, array);
+      } catch (err) {
+        throw fromNative(err);
+      }
+    }
+    return staged;
+  }
+
+  [kRunStaged](staged, signal) {
+    return new Promise((resolve, reject) => {
+      const job = { staged, resolve, reject, signal, onAbort: null };
+      if (signal) {
+        job.onAbort = () => {
+          const at = this.#queue.indexOf(job);
+          if (at >= 0) {
+            this.#queue.splice(at, 1);
+            reject(abortError(signal));
+          }
+        };
+        signal.addEventListener('abort', job.onAbort, { once: true });
+      }
+      this.#queue.push(job);
+      this.#pump();
+    });
+  }
+
+  #pump() {
+    if (this.#running || this.#queue.length === 0) return;
+    const job = this.#queue.shift();
+    if (job.signal) job.signal.removeEventListener('abort', job.onAbort);
+    const done = () => {
+      this.#running = false;
+      this.#pump();
+    };
+    let started;
+    try {
+      started = this.#native.runAsync(job.staged, this.#f16Bits);
+    } catch (err) {
+      job.reject(fromNative(err));
+      this.#pump();
+      return;
+    }
+    this.#running = true;
+    started.then(
+      (result) => {
+        done();
+        if (Array.isArray(result)) {
+          job.resolve(result.map((data, i) => ({ dtype: this.#info.outputs[i].dtype, shape: this.#info.outputs[i].shape, data })));
+        } else {
+          job.reject(fromNative(result));
+        }
+      },
+      (err) => {
+        done();
+        job.reject(fromNative(err));
+      },
+    );
+  }
+
+  /**
+   * Binds new zeroed storage that the runtime owns to a BOUND source and returns it as a
+   * TypedArray of its physical layout: zero-copy for sync and async runs, and no JavaScript
+   * action (transfer, GC) can free it under the artifact.
+   */
+  storage(name) {
+    this.#open();
+    const index = this.#index(name);
+    try {
+      return this.#native.storage(index);
+    } catch (err) {
+      throw fromNative(err);
+    }
+  }
+
   /** Output `index` of the last run, as a new Tensor. */
   output(index) {
     this.#open();
@@ -204,9 +320,16 @@ class Runtime {
     return { dtype: info.dtype, shape: info.shape, data };
   }
 
-  /** Deinitialises the runtime and releases bound storage. Safe to call twice. */
+  /**
+   * Deinitialises the runtime and releases bound storage. Safe to call twice. Async runs not
+   * started yet reject with ERR_ZGC_CLOSED; one in flight finishes first, then deinit runs.
+   */
   close() {
     this.#native.close();
+    for (const job of this.#queue.splice(0)) {
+      if (job.signal) job.signal.removeEventListener('abort', job.onAbort);
+      job.reject(new ZgcError('ERR_ZGC_CLOSED', 'runtime was closed before this run started'));
+    }
   }
 
   [dispose]() {
@@ -220,4 +343,4 @@ function load(artifact, options) {
   return new Runtime(openArtifact(artifact), options);
 }
 
-module.exports = { load, Runtime, openArtifact };
+module.exports = { load, Runtime, openArtifact, checkOptions, kRunStaged };

@@ -1,15 +1,19 @@
 //! The napi-rs binding: a thin layer from JavaScript values to the core. The TypeScript-facing
 //! API (`index.js`) wraps these classes; they are not meant to be used directly.
 
-use crate::abi::{Binding, ABI_VERSION};
+use crate::abi::{Binding, DType, ABI_VERSION};
 use crate::dtype::{self, Elements};
-use crate::meta::TensorInfo;
+use crate::instance::{Feed, OutputData, PACKED_ALIGNMENT};
+use crate::meta::{SourceInfo, TensorInfo};
 use crate::sys::js::{self, JsRegion};
+use crate::sys::memory::AlignedBuf;
+use crate::sys::runtime::{SharedStorage, Temporary};
 use crate::{Artifact, Error, Instance};
-use napi::bindgen_prelude::TypedArray;
-use napi::Env;
+use napi::bindgen_prelude::{AsyncTask, Either, Either4, Float32Array, Int8Array, TypedArray, Uint16Array, Uint8Array, Unknown};
+use napi::{Env, JsValue, Task};
 use napi_derive::napi;
-use std::sync::Arc;
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 /// An error's stable code, which napi-rs puts in `err.code`.
 pub struct Code(&'static str);
@@ -129,18 +133,62 @@ impl NativeArtifact {
 
     #[napi]
     pub fn instantiate(&self) -> napi::Result<NativeRuntime, Code> {
-        Instance::new(self.inner.clone()).map(|i| NativeRuntime { inner: Some(i) }).map_err(js_err)
+        Instance::new(self.inner.clone())
+            .map(|i| NativeRuntime { artifact: self.inner.clone(), inner: RefCell::new(Some(Arc::new(Mutex::new(i)))) })
+            .map_err(js_err)
+    }
+
+    /// Copies a `run()` input into `staged`, for a run that starts later on another thread.
+    #[napi]
+    pub fn stage(&self, staged: &NativeStaged, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
+        let index = source_index(&self.inner, index)?;
+        let source = &self.inner.sources[index];
+        let view = js::view(&values).ok_or_else(|| js_err(unsupported(source, &values)))?;
+        let feed = if is_storage(source, &values) {
+            self.inner.stage_storage(index, view)
+        } else {
+            self.inner.stage_values(index, view).map(Feed::into_owned)
+        };
+        staged.feeds.borrow_mut().push(feed.map_err(js_err)?);
+        Ok(())
     }
 }
 
+/// Inputs copied at `runAsync` call time, applied when the run starts.
 #[napi]
-pub struct NativeRuntime {
-    /// `None` once closed: dropping the instance deinitialises it.
-    inner: Option<Instance>,
+pub struct NativeStaged {
+    feeds: RefCell<Vec<Feed<'static>>>,
 }
 
-fn unsupported(index: usize, instance: &Instance, array: &TypedArray<'_>) -> Error {
-    let source = &instance.artifact().sources[index];
+#[napi]
+impl NativeStaged {
+    #[napi(constructor)]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> NativeStaged {
+        NativeStaged { feeds: RefCell::new(Vec::new()) }
+    }
+}
+
+fn source_index(artifact: &Artifact, index: u32) -> napi::Result<usize, Code> {
+    let count = artifact.sources.len();
+    if (index as usize) < count {
+        Ok(index as usize)
+    } else {
+        Err(js_err(Error::UnknownSource { name: format!("#{index}"), known: format!("{count} sources") }))
+    }
+}
+
+/// A BOUND input that is its source's physical storage: the identity layout, or exactly
+/// `elementCount` elements of a padded one. Anything else is logical values.
+fn is_storage(source: &SourceInfo, values: &TypedArray<'_>) -> bool {
+    let t = &source.tensor;
+    source.binding == Binding::Bound
+        && js::class_name(values) == dtype::storage_array(t.dtype)
+        && js::view(values).is_some_and(|v| v.len() == t.element_count)
+        && (t.is_identity() || t.element_count != t.logical_count)
+}
+
+fn unsupported(source: &SourceInfo, array: &TypedArray<'_>) -> Error {
     Error::DType {
         name: source.name.clone(),
         dtype: source.tensor.dtype.as_str(),
@@ -149,34 +197,110 @@ fn unsupported(index: usize, instance: &Instance, array: &TypedArray<'_>) -> Err
     }
 }
 
+#[napi]
+pub struct NativeRuntime {
+    artifact: Arc<Artifact>,
+    /// `None` once closed. An async run holds a clone while it runs, so the instance is
+    /// deinitialised (dropped) only after both let go.
+    /// Every method takes `&self`: napi-rs keeps the borrow of a method that returns an
+    /// AsyncTask until the task settles, and `&mut self` would lock JavaScript out of the
+    /// object (even `close()`) for that long. Only the JS thread touches this cell.
+    inner: RefCell<Option<Arc<Mutex<Instance>>>>,
+}
+
 impl NativeRuntime {
-    fn live(&mut self, index: u32) -> napi::Result<(&mut Instance, usize), Code> {
-        let instance = self.inner.as_mut().ok_or_else(|| js_err(Error::Closed))?;
-        let count = instance.artifact().sources.len();
-        let index = index as usize;
-        if index >= count {
-            return Err(js_err(Error::UnknownSource { name: format!("#{index}"), known: format!("{count} sources") }));
-        }
-        Ok((instance, index))
+    /// The instance, for a call on the JavaScript thread; never waits for an async run.
+    fn shared(&self) -> napi::Result<Arc<Mutex<Instance>>, Code> {
+        self.inner.borrow().clone().ok_or_else(|| js_err(Error::Closed))
     }
 
-    fn set_view(instance: &mut Instance, index: usize, values: &TypedArray<'_>) -> Result<(), Error> {
-        let view: Elements<'_> = js::view(values).ok_or_else(|| unsupported(index, instance, values))?;
-        instance.set(index, view)
+    /// Runs `f` on the instance, on the JavaScript thread; never waits for an async run.
+    fn with<R>(&self, f: impl FnOnce(&mut Instance) -> napi::Result<R, Code>) -> napi::Result<R, Code> {
+        let inner = self.inner.borrow();
+        let instance = inner.as_ref().ok_or_else(|| js_err(Error::Closed))?;
+        let mut guard = Self::lock(instance)?;
+        f(&mut guard)
+    }
+
+    fn lock(instance: &Mutex<Instance>) -> napi::Result<MutexGuard<'_, Instance>, Code> {
+        match instance.try_lock() {
+            Ok(guard) => Ok(guard),
+            // A panic inside an earlier call left no broken invariant the instance relies on.
+            Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+            Err(TryLockError::WouldBlock) => Err(js_err(Error::Busy)),
+        }
     }
 
     fn bind_array(env: &Env, instance: &mut Instance, index: usize, storage: &TypedArray<'_>) -> napi::Result<(), Code> {
         let source = &instance.artifact().sources[index];
-        if let (crate::abi::DType::Bool, Some(Elements::U8(bytes))) = (source.tensor.dtype, js::view(storage)) {
+        if let (DType::Bool, Some(Elements::U8(bytes))) = (source.tensor.dtype, js::view(storage)) {
             dtype::check_bool(&source.name, bytes).map_err(js_err)?;
         }
         let given = js::class_name(storage);
-        let region = JsRegion::hold(env, storage).map_err(napi_err)?;
-        match region {
+        match JsRegion::hold(env, storage).map_err(napi_err)? {
             Some(region) => instance.bind(index, given, Box::new(region)).map_err(js_err),
-            // Not a kind any dtype binds: let the core word the refusal.
-            None => instance.bind(index, given, Box::new(crate::sys::memory::AlignedBuf::zeroed(0, 1).unwrap())).map_err(js_err),
+            // Not a kind any dtype binds: the core words the refusal.
+            None => instance.artifact().check_storage(index, given, 0).map_err(js_err),
         }
+    }
+}
+
+/// One output as the TypedArray its dtype comes back as.
+type OutputArray = Either4<Float32Array, Uint16Array, Int8Array, Uint8Array>;
+
+fn output_array(data: OutputData) -> OutputArray {
+    match data {
+        OutputData::F32(v) => Either4::A(Float32Array::new(v)),
+        OutputData::U16(v) => Either4::B(Uint16Array::new(v)),
+        OutputData::I8(v) => Either4::C(Int8Array::new(v)),
+        OutputData::U8(v) => Either4::D(Uint8Array::new(v)),
+    }
+}
+
+#[napi(object)]
+pub struct RunFailure {
+    pub code: String,
+    pub message: String,
+}
+
+/// An async run: staged copies applied, then the graph, then the outputs copied out, all on
+/// a libuv pool thread, reading no JavaScript memory.
+pub struct RunTask {
+    instance: Option<Arc<Mutex<Instance>>>,
+    copies: Vec<Feed<'static>>,
+    temporary: Vec<Temporary>,
+    f16_bits: bool,
+}
+
+impl Task for RunTask {
+    type Output = Result<Vec<OutputData>, Error>;
+    type JsValue = Either<Vec<OutputArray>, RunFailure>;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        let Some(instance) = self.instance.as_ref() else { return Ok(Err(Error::Closed)) };
+        let mut guard = instance.lock().unwrap_or_else(|p| p.into_inner());
+        let copies = std::mem::take(&mut self.copies);
+        Ok((|| {
+            for feed in copies {
+                guard.apply(feed)?;
+            }
+            guard.run_detached(&self.temporary)?;
+            guard.read_outputs(self.f16_bits)
+        })())
+    }
+
+    fn resolve(&mut self, _env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
+        Ok(match output {
+            Ok(outputs) => Either::A(outputs.into_iter().map(output_array).collect()),
+            Err(e) => Either::B(RunFailure { code: e.code().to_owned(), message: e.to_string() }),
+        })
+    }
+
+    fn finally(mut self, _env: Env) -> napi::Result<()> {
+        // On the JavaScript thread: if close() already let go, the instance (and any JS array
+        // bound to it) is dropped here rather than on the pool thread.
+        drop(self.instance.take());
+        Ok(())
     }
 }
 
@@ -184,47 +308,89 @@ impl NativeRuntime {
 impl NativeRuntime {
     /// Logical values for a source (copied, or packed into runtime-owned storage).
     #[napi]
-    pub fn set(&mut self, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
-        let (instance, index) = self.live(index)?;
-        Self::set_view(instance, index, &values).map_err(js_err)
+    pub fn set(&self, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
+        let index = source_index(&self.artifact, index)?;
+        let source = &self.artifact.sources[index];
+        let view = js::view(&values).ok_or_else(|| js_err(unsupported(source, &values)))?;
+        self.with(|i| i.set(index, view).map_err(js_err))
     }
 
     /// Zero-copy binding of physical storage; the array is held until rebound or closed.
     #[napi]
-    pub fn bind(&mut self, env: Env, index: u32, storage: TypedArray<'_>) -> napi::Result<(), Code> {
-        let (instance, index) = self.live(index)?;
-        Self::bind_array(&env, instance, index, &storage)
+    pub fn bind(&self, env: Env, index: u32, storage: TypedArray<'_>) -> napi::Result<(), Code> {
+        let index = source_index(&self.artifact, index)?;
+        self.with(|i| Self::bind_array(&env, i, index, &storage))
     }
 
-    /// A `run()` input: bound zero-copy when the array is the source's physical storage
-    /// (identity layout, or exactly `elementCount` elements of a padded one), else as `set`.
+    /// A `run()` input: bound zero-copy when the array is the source's physical storage, else
+    /// as `set`.
     #[napi]
-    pub fn feed(&mut self, env: Env, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
-        let (instance, index) = self.live(index)?;
-        let source = &instance.artifact().sources[index];
-        let t = &source.tensor;
-        if source.binding == Binding::Bound && js::class_name(&values) == dtype::storage_array(t.dtype) {
-            let len = js::view(&values).map_or(0, |v| v.len());
-            if len == t.element_count && (t.is_identity() || t.element_count != t.logical_count) {
-                return Self::bind_array(&env, instance, index, &values);
-            }
+    pub fn feed(&self, env: Env, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
+        let index = source_index(&self.artifact, index)?;
+        let source = &self.artifact.sources[index];
+        if is_storage(source, &values) {
+            return self.with(|i| Self::bind_array(&env, i, index, &values));
         }
-        Self::set_view(instance, index, &values).map_err(js_err)
+        let view = js::view(&values).ok_or_else(|| js_err(unsupported(source, &values)))?;
+        self.with(|i| i.set(index, view).map_err(js_err))
     }
 
     #[napi]
-    pub fn run(&mut self) -> napi::Result<(), Code> {
-        let instance = self.inner.as_mut().ok_or_else(|| js_err(Error::Closed))?;
-        instance.run().map_err(js_err)
+    pub fn run(&self) -> napi::Result<(), Code> {
+        self.with(|i| i.run().map_err(js_err))
+    }
+
+    /// Binds new zeroed, runtime-owned storage to a BOUND source and returns a view of it.
+    /// JavaScript cannot free it under the artifact: the view's buffer holds a share of it.
+    /// Where the host forbids external buffers, a JavaScript array is bound instead.
+    #[napi]
+    pub fn storage<'env>(&self, env: &'env Env, index: u32) -> napi::Result<Unknown<'env>, Code> {
+        let index = source_index(&self.artifact, index)?;
+        let source = &self.artifact.sources[index];
+        let dtype = source.tensor.dtype;
+        self.artifact.check_storage(index, dtype::storage_array(dtype), source.tensor.physical_bytes()).map_err(js_err)?;
+        let bytes = source.tensor.physical_bytes();
+        let buf = AlignedBuf::zeroed(bytes, PACKED_ALIGNMENT).ok_or_else(|| {
+            js_err(Error::OutOfMemory { what: format!("the storage of source {:?}", source.name), bytes, alignment: PACKED_ALIGNMENT })
+        })?;
+        self.with(|instance| match js::external_view(env, Arc::new(buf), dtype).map_err(napi_err)? {
+            js::ExternalView::Shared(view, shared) => {
+                instance.bind(index, dtype::storage_array(dtype), Box::new(SharedStorage(shared))).map_err(js_err)?;
+                Ok(view)
+            }
+            js::ExternalView::Copied(array) => {
+                Self::bind_array(env, instance, index, &array)?;
+                Ok(array.to_unknown())
+            }
+        })
+    }
+
+    /// Starts a run on the libuv pool with `staged` inputs. Bound JavaScript arrays are
+    /// copied now, on this thread; the run itself reads only runtime-owned memory.
+    #[napi]
+    pub fn run_async(&self, staged: &NativeStaged, f16_bits: bool) -> napi::Result<AsyncTask<RunTask>, Code> {
+        let shared = self.shared()?;
+        let mut copies = Vec::new();
+        let temporary = {
+            let mut instance = Self::lock(&shared)?;
+            for feed in staged.feeds.take() {
+                match feed {
+                    // Bindings now: a JS array they replace is released on this thread.
+                    Feed::Bind { .. } => instance.apply(feed).map_err(js_err)?,
+                    copy => copies.push(copy),
+                }
+            }
+            instance.snapshot_js_storage().map_err(js_err)?
+        };
+        Ok(AsyncTask::new(RunTask { instance: Some(shared), copies, temporary, f16_bits }))
     }
 
     /// Copies output `index` of the last run into `target`.
     #[napi]
-    pub fn copy_output(&mut self, index: u32, mut target: TypedArray<'_>) -> napi::Result<(), Code> {
-        let instance = self.inner.as_mut().ok_or_else(|| js_err(Error::Closed))?;
+    pub fn copy_output(&self, index: u32, mut target: TypedArray<'_>) -> napi::Result<(), Code> {
         let given = js::class_name(&target);
         let Some(view) = js::view_mut(&mut target) else {
-            let info = instance.artifact().outputs.get(index as usize);
+            let info = self.artifact.outputs.get(index as usize);
             return Err(js_err(Error::DType {
                 name: format!("output {index}"),
                 dtype: info.map_or("?", |o| o.dtype.as_str()),
@@ -232,17 +398,17 @@ impl NativeRuntime {
                 given: given.to_owned(),
             }));
         };
-        instance.copy_output(index as usize, view).map_err(js_err)
+        self.with(|i| i.copy_output(index as usize, view).map_err(js_err))
     }
 
-    /// Deinitialises the instance and releases everything bound to it. Idempotent.
+    /// Releases the instance: deinitialised now, or when an async run in flight ends.
     #[napi]
-    pub fn close(&mut self) {
-        self.inner = None;
+    pub fn close(&self) {
+        self.inner.borrow_mut().take();
     }
 
     #[napi(getter)]
     pub fn closed(&self) -> bool {
-        self.inner.is_none()
+        self.inner.borrow().is_none()
     }
 }

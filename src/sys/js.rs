@@ -3,7 +3,9 @@
 
 use super::memory::{elements, elements_mut};
 use super::runtime::BoundRegion;
+use crate::abi::DType;
 use crate::dtype::{Elements, ElementsMut};
+use super::memory::AlignedBuf;
 use napi::bindgen_prelude::{
     FromNapiValue, Float32Array, Int8Array, ToNapiValue, TypedArray, TypedArrayType, Uint16Array, Uint8Array,
 };
@@ -128,5 +130,76 @@ unsafe impl BoundRegion for JsRegion {
     }
     fn is_live(&mut self) -> bool {
         matches!(self.current(), Ok((ptr, len)) if ptr == self.ptr.cast_const() && len >= self.len)
+    }
+    fn js_owned(&self) -> bool {
+        true
+    }
+}
+
+/// A view of runtime-owned storage for JavaScript (`Runtime.storage()`).
+pub enum ExternalView<'env> {
+    /// An external ArrayBuffer over the storage: the buffer's finalizer holds a share of it.
+    Shared(napi::bindgen_prelude::Unknown<'env>, std::sync::Arc<AlignedBuf>),
+    /// The host forbids external buffers (Electron): a plain JavaScript array to bind instead.
+    Copied(TypedArray<'env>),
+}
+
+/// Setting this variable makes `external_view` behave as on a host without external buffers,
+/// so that the fallback is tested where external buffers exist.
+pub const NO_EXTERNAL_BUFFERS_VAR: &str = "ZGC_RUNTIME_NO_EXTERNAL_BUFFERS";
+
+unsafe extern "C" fn release_shared(_env: sys::napi_env, _data: *mut std::ffi::c_void, hint: *mut std::ffi::c_void) {
+    // SAFETY: `hint` is the Box made in `external_view` for this buffer; V8 calls this once.
+    drop(unsafe { Box::from_raw(hint.cast::<std::sync::Arc<AlignedBuf>>()) });
+}
+
+pub fn external_view<'env>(env: &'env Env, storage: std::sync::Arc<AlignedBuf>, dtype: DType) -> napi::Result<ExternalView<'env>> {
+    let (kind, item) = match dtype {
+        DType::F32 => (sys::TypedarrayType::float32_array, 4),
+        DType::F16 => (sys::TypedarrayType::uint16_array, 2),
+        DType::I8 => (sys::TypedarrayType::int8_array, 1),
+        DType::Bool => (sys::TypedarrayType::uint8_array, 1),
+    };
+    let len = storage.len();
+    let raw_env = env.raw();
+    let mut buffer = std::ptr::null_mut();
+    let mut shared = None;
+    if len > 0 && std::env::var_os(NO_EXTERNAL_BUFFERS_VAR).is_none() {
+        let hint = Box::into_raw(Box::new(storage.clone()));
+        // SAFETY: the memory is valid for `len` bytes for as long as the Arc in `hint` lives,
+        // and `release_shared` drops that Arc only when V8 collects the buffer.
+        let status = unsafe {
+            sys::napi_create_external_arraybuffer(raw_env, storage.as_ptr().cast(), len, Some(release_shared), hint.cast(), &mut buffer)
+        };
+        if status == sys::Status::napi_ok {
+            shared = Some(storage);
+        } else {
+            // SAFETY: V8 did not take `hint` (the call failed), so it is still ours to drop.
+            drop(unsafe { Box::from_raw(hint) });
+            if status != sys::Status::napi_no_external_buffers_allowed {
+                return Err(napi::Error::new(napi::Status::from(status), "cannot create an external ArrayBuffer"));
+            }
+        }
+    }
+    if shared.is_none() {
+        let mut data = std::ptr::null_mut();
+        // SAFETY: plain allocation of a `len`-byte ArrayBuffer owned by JavaScript.
+        let status = unsafe { sys::napi_create_arraybuffer(raw_env, len, &mut data, &mut buffer) };
+        if status != sys::Status::napi_ok {
+            return Err(napi::Error::new(napi::Status::from(status), "cannot create an ArrayBuffer"));
+        }
+    }
+    let mut view = std::ptr::null_mut();
+    // SAFETY: `buffer` is the ArrayBuffer just created, `len / item` elements of `kind` fit it.
+    let status = unsafe { sys::napi_create_typedarray(raw_env, kind, len / item, buffer, 0, &mut view) };
+    if status != sys::Status::napi_ok {
+        return Err(napi::Error::new(napi::Status::from(status), "cannot create a TypedArray"));
+    }
+    // SAFETY: `view` is a live TypedArray value of this call's scope on `env`.
+    unsafe {
+        Ok(match shared {
+            Some(shared) => ExternalView::Shared(napi::bindgen_prelude::Unknown::from_raw_unchecked(raw_env, view), shared),
+            None => ExternalView::Copied(TypedArray::from_napi_value(raw_env, view)?),
+        })
     }
 }

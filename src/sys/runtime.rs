@@ -19,6 +19,35 @@ pub unsafe trait BoundRegion: Send {
     fn byte_len(&self) -> usize;
     /// False once the memory may have been freed or moved (a detached JS buffer).
     fn is_live(&mut self) -> bool;
+    /// True for memory JavaScript owns: it is read only on the JavaScript thread, and a run
+    /// on another thread gets a copy instead (`snapshot_js`, `run_detached`).
+    fn js_owned(&self) -> bool {
+        false
+    }
+}
+
+/// Runtime-owned storage that JavaScript may also view (an external ArrayBuffer holds one
+/// clone of the `Arc`): neither side can free it while the other still uses it.
+pub struct SharedStorage(pub Arc<AlignedBuf>);
+
+// SAFETY: the allocation lives as long as any clone of the Arc, and this value holds one.
+unsafe impl BoundRegion for SharedStorage {
+    fn as_ptr(&self) -> *mut u8 {
+        self.0.as_ptr()
+    }
+    fn byte_len(&self) -> usize {
+        self.0.len()
+    }
+    fn is_live(&mut self) -> bool {
+        true
+    }
+}
+
+/// A copy of JS-owned bound storage standing in for it during one off-thread run.
+pub struct Temporary {
+    slot: usize,
+    key: u32,
+    copy: AlignedBuf,
 }
 
 // SAFETY: an `AlignedBuf` owns its allocation until it is dropped, and never moves it.
@@ -98,6 +127,69 @@ impl LiveRuntime {
         }
         // SAFETY: `rt` is a live runtime and every region bound to it was just found live.
         Ok(unsafe { (self.library.api.run)(self.rt()) })
+    }
+
+    /// On the JavaScript thread: a copy of every JS-owned region. `Err(Ok(slot))`: the region
+    /// in `slot` is gone; `Err(Err(bytes))`: no memory for a copy.
+    pub fn snapshot_js(&mut self, keys: &[u32], alignment: usize) -> std::result::Result<Vec<Temporary>, std::result::Result<usize, usize>> {
+        let mut copies = Vec::new();
+        for (slot, region) in self.bound.iter_mut().enumerate() {
+            let Some(region) = region else { continue };
+            if !region.js_owned() {
+                continue;
+            }
+            if !region.is_live() {
+                return Err(Ok(slot));
+            }
+            let mut copy = AlignedBuf::zeroed(region.byte_len(), alignment).ok_or(Err(region.byte_len()))?;
+            // SAFETY: on the JS thread (the caller's contract), with `is_live` just true, the
+            // region is readable for `byte_len` bytes, and no JavaScript runs during the copy.
+            let bytes = unsafe { std::slice::from_raw_parts(region.as_ptr().cast_const(), region.byte_len()) };
+            copy.as_bytes_mut().copy_from_slice(bytes);
+            copies.push(Temporary { slot, key: keys[slot], copy });
+        }
+        Ok(copies)
+    }
+
+    /// Runs with each `Temporary` bound in place of its JS-owned region, then binds the
+    /// regions again (a pointer hand-back: their memory is not read here). Safe on any thread.
+    /// `Err(slot)`: a JS-owned region has no stand-in; `Ok(Err((slot, status)))`: the
+    /// artifact refused a stand-in; `Ok(Ok(status))`: the run's status.
+    pub fn run_detached(&mut self, temporary: &[Temporary]) -> std::result::Result<std::result::Result<i32, (usize, i32)>, usize> {
+        for (slot, region) in self.bound.iter_mut().enumerate() {
+            let Some(region) = region else { continue };
+            let covered = if region.js_owned() { temporary.iter().any(|t| t.slot == slot) } else { region.is_live() };
+            if !covered {
+                return Err(slot);
+            }
+        }
+        let rt = self.rt();
+        let bind = |key: u32, ptr: *mut u8, len: usize| {
+            // SAFETY: `rt` is live; `ptr` is either a stand-in copy that outlives the run (the
+            // caller keeps `temporary`) or, when restoring, the region this runtime keeps.
+            unsafe { (self.library.api.bind_source)(rt, key, ptr.cast::<c_void>(), len) }
+        };
+        let mut done = 0;
+        let mut refused = None;
+        for t in temporary {
+            let status = bind(t.key, t.copy.as_ptr(), t.copy.len());
+            if status != 0 {
+                refused = Some((t.slot, status));
+                break;
+            }
+            done += 1;
+        }
+        let outcome = match refused {
+            Some(refusal) => Err(refusal),
+            // SAFETY: `rt` is live; every region it reads is a stand-in copy owned by the caller
+            // or a region that is not JS-owned and was just found live.
+            None => Ok(unsafe { (self.library.api.run)(rt) }),
+        };
+        for t in &temporary[..done] {
+            let original = self.bound[t.slot].as_ref().expect("a JS-owned region is bound here");
+            bind(t.key, original.as_ptr(), original.byte_len());
+        }
+        Ok(outcome)
     }
 
     pub fn copy_output(&mut self, index: usize, out: &mut [u8]) -> i32 {
