@@ -81,6 +81,8 @@ export type ZgcErrorCode =
   | 'ERR_ZGC_ALIGNMENT'
   | 'ERR_ZGC_OUT_OF_MEMORY'
   | 'ERR_ZGC_CLOSED'
+  | 'ERR_ZGC_BUSY'
+  | 'ERR_ZGC_QUEUE_FULL'
   | 'ERR_ZGC_INVALID_ARGUMENT'
   | 'ERR_ZGC_INVALID_RUNTIME_STORAGE'
   | 'ERR_ZGC_INVALID_SOURCE'
@@ -134,6 +136,19 @@ export declare class Runtime implements Disposable {
    * the array is the physical storage, else packed as set).
    */
   run(inputs?: Inputs): Tensor[]
+  /**
+   * Runs on the libuv thread pool; the event loop keeps serving. Inputs are copied when you
+   * call; storage bound with `bind()` is copied when the run starts; storage from
+   * `storage()` is read in place. Runs of one runtime queue in call order. An aborted
+   * `signal` rejects a run that has not started with an AbortError; a started run finishes.
+   */
+  runAsync(inputs?: Inputs, options?: RunAsyncOptions): Promise<Tensor[]>
+  /**
+   * Binds new zeroed storage owned by the runtime to a BOUND source and returns it as a
+   * TypedArray of its physical layout (`elementCount` elements): the zero-copy path for
+   * async runs. No JavaScript action can free it under the artifact.
+   */
+  storage(name: string): BoundStorage
   /** Output `index` of the last run. */
   output(index: number): Tensor
   /** Deinitialises the runtime and releases bound storage. Idempotent. */
@@ -141,13 +156,47 @@ export declare class Runtime implements Disposable {
   [Symbol.dispose](): void
 }
 
+export interface RunAsyncOptions {
+  signal?: AbortSignal
+}
+
+export interface PoolOptions extends LoadOptions {
+  /** Instances of the artifact (default: `os.availableParallelism()`). */
+  size?: number
+  /** Runs that may wait for a free instance before `run` rejects ERR_ZGC_QUEUE_FULL (default 1024). */
+  maxQueue?: number
+  /** Called once per instance, synchronously, to set parameters or bind storage. */
+  setup?: (runtime: Runtime, index: number) => void
+}
+
+export declare class Pool implements AsyncDisposable {
+  private constructor()
+  readonly size: number
+  /** Runs waiting for a free instance. */
+  readonly pending: number
+  /** Runs executing now. */
+  readonly inFlight: number
+  readonly closed: boolean
+  readonly runtimes: readonly Runtime[]
+  /** Runs once on a free instance; inputs are copied at call time. */
+  run(inputs?: Inputs, options?: RunAsyncOptions): Promise<Tensor[]>
+  /** Refuses new runs, lets queued and running ones finish, then closes every instance. */
+  close(): Promise<void>
+  [Symbol.asyncDispose](): Promise<void>
+}
+
 /** Loads and validates an artifact (a path, `~` allowed, or the library's bytes). */
 export declare function load(artifact: string | Uint8Array, options?: LoadOptions): Runtime
+
+/** A pool of instances of one artifact (one library, separate state) for services. */
+export declare function createPool(artifact: string | Uint8Array, options?: PoolOptions): Pool
 
 declare const zgc: {
   ABI_VERSION: typeof ABI_VERSION
   load: typeof load
+  createPool: typeof createPool
   Runtime: typeof Runtime
+  Pool: typeof Pool
   ZgcError: typeof ZgcError
 }
 export default zgc

@@ -13,6 +13,13 @@ function scenario(name) {
   return JSON.parse(out.trim().split('\n').pop());
 }
 
+describe('worker threads', () => {
+  test('4 workers and the main thread load and run the same artifact at once, then exit cleanly', () => {
+    const out = execFileSync(process.execPath, [path.join(__dirname, 'children', 'workers.js')], { encoding: 'utf8', timeout: 60000 });
+    expect(JSON.parse(out.trim())).toEqual({ counts: [550, 550, 550, 550, 550] });
+  });
+});
+
 describe('bound storage and runtimes across garbage collection', () => {
   test('a bound array dropped by JavaScript stays alive and correct through GC and churn', () => {
     expect(scenario('bind-drop-gc')).toEqual({ ok: true, bad: null });
@@ -32,6 +39,14 @@ describe('bound storage and runtimes across garbage collection', () => {
     const r = scenario('collected-unclosed');
     expect(r.ok).toBe(true);
     expect(r.collected).toBeGreaterThan(0);
+  });
+
+  test('an async run keeps no hold on its JavaScript inputs: one collected mid-run changes nothing', () => {
+    expect(scenario('async-input-collected')).toEqual({ ok: true, collectedBeforeResult: true, y: [2, 4, 6, 8] });
+  });
+
+  test('async runs under constant GC and churn: JS-bound pools, dropped storage() views, a transfer mid-run', () => {
+    expect(scenario('async-gc-load')).toEqual({ ok: true, bad: null, fromStorage: 4, before: null, after: 'ERR_ZGC_DETACHED' });
   });
 
   test('close() while bound releases the binding safely', () => {

@@ -110,6 +110,81 @@ const scenarios = {
     });
   },
 
+  // Async runs copy their inputs at call time: JS may collect an input while its run is
+  // still in flight, and the run is unaffected.
+  'async-input-collected'() {
+    const rt = load(fixture('slow'));
+    rt.set('sleep_ms', 300);
+    let collectedBeforeResult = false;
+    let resolved = false;
+    const registry = new FinalizationRegistry(() => {
+      if (!resolved) collectedBeforeResult = true;
+    });
+    const run = (() => {
+      const x = new Float32Array([1, 2, 3, 4]);
+      registry.register(x, 'x');
+      return rt.runAsync({ x });
+    })();
+    const pump = setInterval(() => {
+      gc();
+      churn();
+    }, 20);
+    return run.then(([y]) => {
+      resolved = true;
+      clearInterval(pump);
+      rt.close();
+      return { ok: Array.from(y.data).join() === '2,4,6,8' && collectedBeforeResult, collectedBeforeResult, y: Array.from(y.data) };
+    });
+  },
+
+  // Many async runs on a pool whose instances read JS-bound storage, with GC and garbage
+  // churn running throughout, a storage() view dropped, and a bound buffer transferred
+  // away mid-stream.
+  async 'async-gc-load'() {
+    const { createPool } = require('../..');
+    const pool = createPool(fixture('big'), { size: 2, setup: (rt, i) => rt.bind('w', ramp(i)) });
+    const pump = setInterval(() => {
+      gc();
+      churn();
+    }, 5);
+    const x = new Float32Array(N).fill(1);
+    const runs = [];
+    for (let i = 0; i < 60; i++) runs.push(pool.run({ x }));
+    const results = await Promise.all(runs);
+    let bad = null;
+    for (const [y] of results) {
+      const offset = y.data[0] - 1; // 0 or 1: which instance ran it
+      if (offset !== 0 && offset !== 1) bad = `y[0] = ${y.data[0]}`;
+      else bad = bad || checkSum(y.data, 1, offset);
+    }
+    await pool.close();
+
+    const owned = load(fixture('big'));
+    owned.storage('w').fill(3); // the view is dropped at once
+    gc();
+    churn();
+    const fromStorage = (await owned.runAsync({ x }))[0].data[777];
+    owned.close();
+
+    const rt = load(fixture('big'));
+    const w = ramp(5);
+    rt.bind('w', w);
+    const inFlight = rt.runAsync({ x });
+    structuredClone(w, { transfer: [w.buffer] });
+    gc();
+    churn();
+    const before = checkSum((await inFlight)[0].data, 1, 5);
+    let after = null;
+    try {
+      await rt.runAsync({ x });
+    } catch (err) {
+      after = err.code;
+    }
+    rt.close();
+    clearInterval(pump);
+    return { ok: bad === null && fromStorage === 4 && before === null && after === 'ERR_ZGC_DETACHED', bad, fromStorage, before, after };
+  },
+
   // close() releases the bound array; a closed runtime collected later is harmless.
   'close-while-bound'() {
     const rt = load(fixture('big'));

@@ -1,6 +1,6 @@
 // Compiled with `tsc --noEmit --strict` by types.spec.js: the public types must accept what
 // the README shows and reject what the runtime would refuse.
-import zgc, { load, Runtime, Tensor, ZgcError, SourceInfo } from 'zgc-runtime';
+import zgc, { load, createPool, Pool, Runtime, Tensor, ZgcError, SourceInfo } from 'zgc-runtime';
 
 const rt: Runtime = load('model.so', { f16: 'bits' });
 const fromBytes: Runtime = zgc.load(new Uint8Array(0));
@@ -32,4 +32,15 @@ rt.bind('w', [1, 2, 3]);
 load('m.so', { f16: 'half' });
 // @ts-expect-error the fingerprint is a bigint
 const n: number = rt.fingerprint;
-export { first, fp, where, info, fromBytes, n };
+async function service(): Promise<number> {
+  const pool: Pool = createPool('model.so', { size: 2, maxQueue: 64, setup: (r: Runtime, i: number) => r.set('w', [i]) });
+  const controller = new AbortController();
+  const [y] = await pool.run({ x: new Float32Array(4) }, { signal: controller.signal });
+  const [z] = await rt.runAsync({ x: [1, 2] });
+  const storage = rt.storage('w');
+  await pool.close();
+  // @ts-expect-error pool sizes are numbers
+  createPool('model.so', { size: '2' });
+  return y.data.length + z.data.length + storage.length;
+}
+export { first, fp, where, info, fromBytes, n, service };
