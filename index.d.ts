@@ -156,8 +156,17 @@ export declare class Runtime implements Disposable {
   [Symbol.dispose](): void
 }
 
+/** What `runAsync` needs of an AbortSignal; Node's and the DOM's both match. */
+export interface AbortSignalLike {
+  readonly aborted: boolean
+  readonly reason?: unknown
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void
+  removeEventListener(type: 'abort', listener: () => void): void
+}
+
 export interface RunAsyncOptions {
-  signal?: AbortSignal
+  /** Must be a real AbortSignal at run time (`AbortController().signal`, `AbortSignal.timeout()`). */
+  signal?: AbortSignalLike
 }
 
 export interface PoolOptions extends LoadOptions {
