@@ -3,7 +3,14 @@
 const os = require('node:os');
 const path = require('node:path');
 const fs = require('node:fs');
-const { NativeArtifact, NativeStaged } = require('../native.js');
+const native = require('../native.js');
+
+const { NativeArtifact, NativeStaged } = native;
+// One raw N-API function serves every runtime's run() in this thread (see src/sys/js_fast.rs).
+const fastRun = native.fastRunFunction();
+/** Outputs up to this size come back as slices of a per-runtime scratch array: a fresh small
+ * array made in JavaScript costs far less than one whose memory native code must pin. */
+const SMALL_OUTPUT_BYTES = 64;
 const { ZgcError, fromNative } = require('./errors');
 const { toTypedArray } = require('./values');
 
@@ -71,6 +78,11 @@ class Runtime {
   /** Async runs not started yet, in call order: `{ staged, resolve, reject, signal, onAbort }`. */
   #queue = [];
   #running = false;
+  #closed = false;
+  /** Arguments of the fast run call, reused: [handle, outputCount, ...outputs, ...(index, values)]. */
+  #args;
+  #scratch;
+  #into = { arrays: null, items: [], tensors: null };
 
   /** @internal Use `load()`. */
   constructor(artifact, options) {
@@ -86,6 +98,8 @@ class Runtime {
     const f16 = this.#f16Bits ? Uint16Array : Float32Array;
     this.#outputArrays = description.outputs.map((o) => (o.dtype === 'f16' ? f16 : OUTPUT_ARRAYS[o.dtype]));
     this.#byName = new Map(description.sources.map((s, i) => [s.name, i]));
+    this.#args = [this.#native.handle(), description.outputs.length];
+    this.#scratch = description.outputs.map((o, i) => (o.byteCount <= SMALL_OUTPUT_BYTES ? new this.#outputArrays[i](o.elementCount) : null));
     this.#info = {
       path: fromBytes ? null : description.path,
       abiVersion: description.abiVersion,
@@ -125,10 +139,10 @@ class Runtime {
   get mutableBytes() { return this.#info.mutableBytes; }
   get sources() { return this.#info.sources; }
   get outputs() { return this.#info.outputs; }
-  get closed() { return this.#native.closed; }
+  get closed() { return this.#closed; }
 
   #open() {
-    if (this.#native.closed) throw new ZgcError('ERR_ZGC_CLOSED', 'runtime is closed');
+    if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'runtime is closed');
     const pending = this.#queue.length + (this.#running ? 1 : 0);
     if (pending > 0) {
       throw new ZgcError('ERR_ZGC_BUSY', `runtime is busy with ${pending} async run(s); await them before calling it synchronously`);
@@ -177,29 +191,71 @@ class Runtime {
     }
   }
 
-  /** Runs the graph once, after applying `inputs`; returns every output. */
-  run(inputs) {
+  /**
+   * Runs the graph once, after applying `inputs`; returns every output. With
+   * `{ into: [array, ...] }` the outputs are copied into your arrays (validated like
+   * inputs), and passing the same `into` array again returns the same Tensor objects, so a
+   * steady-state loop allocates nothing.
+   */
+  run(inputs, options) {
     this.#open();
+    const args = this.#args;
+    const outputCount = this.#outputArrays.length;
+    const into = options === undefined || options === null ? undefined : this.#checkInto(options);
+    for (let i = 0; i < outputCount; i++) {
+      args[2 + i] = into !== undefined ? into[i] : this.#scratch[i] || new this.#outputArrays[i](this.#info.outputs[i].elementCount);
+    }
+    let n = 2 + outputCount;
     if (inputs !== undefined && inputs !== null) {
       if (typeof inputs !== 'object') throw new TypeError(`run() inputs must be an object of source names to values, got ${typeof inputs}`);
-      for (const name of Object.keys(inputs)) {
+      for (const name in inputs) {
+        if (!Object.hasOwn(inputs, name)) continue;
         const index = this.#index(name);
-        const array = toTypedArray(this.#info.internal[index], inputs[name]);
-        try {
-          this.#native.feed(index, array);
-        } catch (err) {
-          throw fromNative(err);
-        }
+        args[n++] = index;
+        args[n++] = toTypedArray(this.#info.internal[index], inputs[name]);
       }
     }
+    args.length = n;
     try {
-      this.#native.run();
+      fastRun(...args);
     } catch (err) {
+      args.length = 2;
       throw fromNative(err);
     }
-    const tensors = new Array(this.#outputArrays.length);
-    for (let i = 0; i < tensors.length; i++) tensors[i] = this.#copyOutput(i);
+    if (into !== undefined) {
+      args.length = 2; // holds no input or output past the call
+      return this.#intoTensors(into);
+    }
+    const tensors = new Array(outputCount);
+    for (let i = 0; i < outputCount; i++) {
+      const info = this.#info.outputs[i];
+      const scratch = this.#scratch[i];
+      tensors[i] = { dtype: info.dtype, shape: info.shape, data: scratch ? scratch.slice() : args[2 + i] };
+    }
+    args.length = 2;
     return tensors;
+  }
+
+  #checkInto(options) {
+    if (typeof options !== 'object') throw new TypeError(`run() options must be an object, got ${typeof options}`);
+    const { into } = options;
+    if (into === undefined) return undefined;
+    if (!Array.isArray(into) || into.length !== this.#outputArrays.length) {
+      throw new TypeError(`run() option into must be an array of ${this.#outputArrays.length} TypedArrays, one per output`);
+    }
+    return into;
+  }
+
+  #intoTensors(into) {
+    const cache = this.#into;
+    let same = cache.arrays === into;
+    for (let i = 0; same && i < into.length; i++) same = cache.items[i] === into[i];
+    if (!same) {
+      cache.arrays = into;
+      cache.items = [...into];
+      cache.tensors = into.map((data, i) => Object.freeze({ dtype: this.#info.outputs[i].dtype, shape: this.#info.outputs[i].shape, data }));
+    }
+    return cache.tensors;
   }
 
   /**
@@ -209,7 +265,7 @@ class Runtime {
    */
   runAsync(inputs, options) {
     return new Promise((resolve, reject) => {
-      if (this.#native.closed) throw new ZgcError('ERR_ZGC_CLOSED', 'runtime is closed');
+      if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'runtime is closed');
       const signal = options === undefined || options === null ? undefined : options.signal;
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('runAsync option signal must be an AbortSignal');
       if (signal && signal.aborted) throw abortError(signal);
@@ -325,6 +381,7 @@ class Runtime {
    * started yet reject with ERR_ZGC_CLOSED; one in flight finishes first, then deinit runs.
    */
   close() {
+    this.#closed = true;
     this.#native.close();
     for (const job of this.#queue.splice(0)) {
       if (job.signal) job.signal.removeEventListener('abort', job.onAbort);

@@ -6,6 +6,7 @@ use crate::dtype::{self, Elements};
 use crate::instance::{Feed, OutputData, PACKED_ALIGNMENT};
 use crate::meta::{SourceInfo, TensorInfo};
 use crate::sys::js::{self, JsRegion};
+use crate::sys::js_fast::{self, FastArgs};
 use crate::sys::memory::AlignedBuf;
 use crate::sys::runtime::{SharedStorage, Temporary};
 use crate::{Artifact, Error, Instance};
@@ -180,12 +181,85 @@ fn source_index(artifact: &Artifact, index: u32) -> napi::Result<usize, Code> {
 
 /// A BOUND input that is its source's physical storage: the identity layout, or exactly
 /// `elementCount` elements of a padded one. Anything else is logical values.
-fn is_storage(source: &SourceInfo, values: &TypedArray<'_>) -> bool {
+fn is_storage_array(source: &SourceInfo, class: &str, len: usize) -> bool {
     let t = &source.tensor;
     source.binding == Binding::Bound
-        && js::class_name(values) == dtype::storage_array(t.dtype)
-        && js::view(values).is_some_and(|v| v.len() == t.element_count)
+        && class == dtype::storage_array(t.dtype)
+        && len == t.element_count
         && (t.is_identity() || t.element_count != t.logical_count)
+}
+
+fn is_storage(source: &SourceInfo, values: &TypedArray<'_>) -> bool {
+    is_storage_array(source, js::class_name(values), js::view(values).map_or(0, |v| v.len()))
+}
+
+/// `run()`'s one native call (see `sys::js_fast`): applies each (index, values) pair as a
+/// run input, runs, and copies every output into the arrays given for them.
+fn fast_run(args: &FastArgs) -> Result<(), Error> {
+    let shared = args.target(0)?;
+    let mut instance = match shared.try_lock() {
+        Ok(guard) => guard,
+        Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(TryLockError::WouldBlock) => return Err(Error::Busy),
+    };
+    let artifact = instance.artifact().clone();
+    let outputs = args.u32(1).map_or(usize::MAX, |n| n as usize);
+    if outputs != artifact.outputs.len() || 2 + outputs > args.len() || (args.len() - 2 - outputs) % 2 != 0 {
+        return Err(Error::Value { name: "run".into(), detail: "malformed fast-run arguments".into() });
+    }
+    let mut at = 2 + outputs;
+    while at < args.len() {
+        let index = args.u32(at).map(|i| i as usize).filter(|&i| i < artifact.sources.len()).ok_or_else(|| Error::UnknownSource {
+            name: "#?".into(),
+            known: format!("{} sources", artifact.sources.len()),
+        })?;
+        let source = &artifact.sources[index];
+        let array = args.array(at + 1).ok_or_else(|| Error::DType {
+            name: source.name.clone(),
+            dtype: source.tensor.dtype.as_str(),
+            expected: dtype::value_arrays(source.tensor.dtype).to_owned(),
+            given: "a value that is not a TypedArray".into(),
+        })?;
+        if is_storage_array(source, array.class_name(), array.len()) {
+            let region = args.hold(at + 1).map_err(|e| Error::Value { name: source.name.clone(), detail: e.reason.clone() })?;
+            let region = region.expect("a storage array is a kind some dtype binds");
+            instance.bind(index, array.class_name(), Box::new(region))?;
+        } else {
+            let view = array.view().ok_or_else(|| Error::DType {
+                name: source.name.clone(),
+                dtype: source.tensor.dtype.as_str(),
+                expected: dtype::value_arrays(source.tensor.dtype).to_owned(),
+                given: array.class_name().to_owned(),
+            })?;
+            instance.set(index, view)?;
+        }
+        at += 2;
+    }
+    instance.run()?;
+    for index in 0..outputs {
+        let info = &artifact.outputs[index];
+        let mut array = args.array(2 + index).ok_or_else(|| Error::DType {
+            name: format!("output {index}"),
+            dtype: info.dtype.as_str(),
+            expected: format!("a {}", dtype::storage_array(info.dtype)),
+            given: "a value that is not a TypedArray".into(),
+        })?;
+        let class = array.class_name();
+        let view = array.view_mut().ok_or_else(|| Error::DType {
+            name: format!("output {index}"),
+            dtype: info.dtype.as_str(),
+            expected: format!("a {}", dtype::storage_array(info.dtype)),
+            given: class.to_owned(),
+        })?;
+        instance.copy_output(index, view)?;
+    }
+    Ok(())
+}
+
+/// The function behind `Runtime.run()`, made once per module instance (thread).
+#[napi]
+pub fn fast_run_function(env: &Env) -> napi::Result<Unknown<'_>> {
+    js_fast::create_function(env, "zgcRun", fast_run)
 }
 
 fn unsupported(source: &SourceInfo, array: &TypedArray<'_>) -> Error {
@@ -410,5 +484,13 @@ impl NativeRuntime {
     #[napi(getter)]
     pub fn closed(&self) -> bool {
         self.inner.borrow().is_none()
+    }
+
+    /// The handle `fastRunFunction()`'s function takes for this runtime. It does not keep
+    /// the runtime alive: after `close()` the function throws ERR_ZGC_CLOSED.
+    #[napi]
+    pub fn handle<'env>(&self, env: &'env Env) -> napi::Result<Unknown<'env>, Code> {
+        let weak = self.inner.borrow().as_ref().map(Arc::downgrade).ok_or_else(|| js_err(Error::Closed))?;
+        js_fast::create_handle(env, weak).map_err(napi_err)
     }
 }

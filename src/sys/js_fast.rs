@@ -1,0 +1,242 @@
+//! The hot path of `Runtime.run()` as one raw N-API function: napi-rs's class-method glue
+//! (argument conversion, borrow tracking) costs more than a tiny graph's whole run, so this
+//! module reads the arguments itself and hands the caller safe views of them.
+//!
+//! A call is `fn(handle, outputCount, ...outputs, ...(sourceIndex, values))`; `handle` is an
+//! external made by `create_handle` and checked by its type tag before use.
+
+use super::js::JsRegion;
+use super::memory::{elements, elements_mut};
+use crate::dtype::{Elements, ElementsMut};
+use crate::{Error, Instance};
+use napi::bindgen_prelude::{FromNapiValue, TypedArray, Unknown};
+use napi::{sys, Env};
+use std::ffi::{c_void, CString};
+use std::sync::{Arc, Mutex, Weak};
+
+/// Marks externals made here, so a foreign external is refused instead of misread.
+const HANDLE_TAG: sys::napi_type_tag = sys::napi_type_tag { lower: 0x7a67_632d_7275_6e74, upper: 0x6861_6e64_6c65_0001 };
+
+/// Most arguments a call reads: a handle, a count, outputs and (index, values) pairs.
+pub const MAX_ARGS: usize = 64;
+
+/// What a handle refers to. Weak: a handle must not keep a closed runtime alive.
+pub type Target = Weak<Mutex<Instance>>;
+
+unsafe extern "C" fn release_handle(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: `data` is the Box made in `create_handle` for this external; called once.
+    drop(unsafe { Box::from_raw(data.cast::<Target>()) });
+}
+
+fn status(code: sys::napi_status, what: &str) -> napi::Result<()> {
+    if code == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        Err(napi::Error::new(napi::Status::from(code), what.to_owned()))
+    }
+}
+
+/// An external holding `target`, tagged as ours.
+pub fn create_handle(env: &Env, target: Target) -> napi::Result<Unknown<'_>> {
+    let raw_env = env.raw();
+    let data = Box::into_raw(Box::new(target));
+    let mut value = std::ptr::null_mut();
+    // SAFETY: `data` stays valid until `release_handle` frees it when the external is collected.
+    let created = unsafe { sys::napi_create_external(raw_env, data.cast(), Some(release_handle), std::ptr::null_mut(), &mut value) };
+    if created != sys::Status::napi_ok {
+        // SAFETY: the external was not created, so nothing else owns `data`.
+        drop(unsafe { Box::from_raw(data) });
+        return Err(napi::Error::new(napi::Status::from(created), "cannot create a runtime handle"));
+    }
+    // SAFETY: `value` is the external just created on this thread.
+    status(unsafe { sys::napi_type_tag_object(raw_env, value, &HANDLE_TAG) }, "cannot tag a runtime handle")?;
+    // SAFETY: as above; the value lives in the current handle scope.
+    Ok(unsafe { Unknown::from_raw_unchecked(raw_env, value) })
+}
+
+/// A TypedArray argument: its kind, and where its elements are now.
+pub struct RawArray {
+    kind: sys::napi_typedarray_type,
+    data: *mut u8,
+    len: usize,
+}
+
+impl RawArray {
+    pub fn class_name(&self) -> &'static str {
+        use sys::TypedarrayType as T;
+        match self.kind {
+            T::int8_array => "Int8Array",
+            T::uint8_array => "Uint8Array",
+            T::uint8_clamped_array => "Uint8ClampedArray",
+            T::int16_array => "Int16Array",
+            T::uint16_array => "Uint16Array",
+            T::int32_array => "Int32Array",
+            T::uint32_array => "Uint32Array",
+            T::float32_array => "Float32Array",
+            T::float64_array => "Float64Array",
+            9 => "BigInt64Array",
+            10 => "BigUint64Array",
+            _ => "TypedArray",
+        }
+    }
+
+    /// Length in elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    fn bytes(&self, item: usize) -> &[u8] {
+        if self.data.is_null() || self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the engine reported `len` elements of `item` bytes at `data` for this
+        // array, during this synchronous call on the JS thread (no JavaScript runs until it
+        // returns, so the buffer cannot be detached or resized meanwhile).
+        unsafe { std::slice::from_raw_parts(self.data, self.len * item) }
+    }
+
+    fn bytes_mut(&mut self, item: usize) -> &mut [u8] {
+        if self.data.is_null() || self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: as `bytes`; `&mut self` makes this the only slice made from this argument,
+        // and the caller drops it before reading another argument that may share memory.
+        unsafe { std::slice::from_raw_parts_mut(self.data, self.len * item) }
+    }
+
+    pub fn view(&self) -> Option<Elements<'_>> {
+        use sys::TypedarrayType as T;
+        Some(match self.kind {
+            T::float32_array => Elements::F32(elements(self.bytes(4))?),
+            T::float64_array => Elements::F64(elements(self.bytes(8))?),
+            T::uint16_array => Elements::U16(elements(self.bytes(2))?),
+            T::int8_array => Elements::I8(elements(self.bytes(1))?),
+            T::uint8_array => Elements::U8(self.bytes(1)),
+            _ => return None,
+        })
+    }
+
+    pub fn view_mut(&mut self) -> Option<ElementsMut<'_>> {
+        use sys::TypedarrayType as T;
+        Some(match self.kind {
+            T::float32_array => ElementsMut::F32(elements_mut(self.bytes_mut(4))?),
+            T::uint16_array => ElementsMut::U16(elements_mut(self.bytes_mut(2))?),
+            T::int8_array => ElementsMut::I8(elements_mut(self.bytes_mut(1))?),
+            T::uint8_array => ElementsMut::U8(self.bytes_mut(1)),
+            _ => return None,
+        })
+    }
+}
+
+/// The arguments of one call, read on demand.
+pub struct FastArgs {
+    env: sys::napi_env,
+    argv: [sys::napi_value; MAX_ARGS],
+    argc: usize,
+}
+
+impl FastArgs {
+    pub fn len(&self) -> usize {
+        self.argc
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.argc == 0
+    }
+
+    pub fn env(&self) -> Env {
+        Env::from_raw(self.env)
+    }
+
+    /// The runtime behind a handle argument; `Err(Closed)` once it is closed.
+    pub fn target(&self, i: usize) -> Result<Arc<Mutex<Instance>>, Error> {
+        let bad = || Error::Value { name: "handle".into(), detail: "not a runtime handle".into() };
+        let value = *self.argv.get(i).filter(|_| i < self.argc).ok_or_else(bad)?;
+        let mut ours = false;
+        // SAFETY: `value` is an argument of the current call on `env`'s thread.
+        let checked = unsafe { sys::napi_check_object_type_tag(self.env, value, &HANDLE_TAG, &mut ours) };
+        if checked != sys::Status::napi_ok || !ours {
+            return Err(bad());
+        }
+        let mut data = std::ptr::null_mut();
+        // SAFETY: a value carrying our tag is an external made by `create_handle`.
+        let got = unsafe { sys::napi_get_value_external(self.env, value, &mut data) };
+        if got != sys::Status::napi_ok || data.is_null() {
+            return Err(bad());
+        }
+        // SAFETY: the external's data is a live `Target` until the external is collected,
+        // and it is an argument of this call, so it is not collected during it.
+        let target = unsafe { &*data.cast::<Target>() };
+        target.upgrade().ok_or(Error::Closed)
+    }
+
+    pub fn u32(&self, i: usize) -> Option<u32> {
+        if i >= self.argc {
+            return None;
+        }
+        let mut out = 0;
+        // SAFETY: an argument of the current call; a non-number fails with a status.
+        let got = unsafe { sys::napi_get_value_uint32(self.env, self.argv[i], &mut out) };
+        (got == sys::Status::napi_ok).then_some(out)
+    }
+
+    /// A TypedArray argument, or `None` when it is not one.
+    pub fn array(&self, i: usize) -> Option<RawArray> {
+        if i >= self.argc {
+            return None;
+        }
+        let (mut kind, mut len, mut data) = (0, 0, std::ptr::null_mut());
+        // SAFETY: an argument of the current call; a non-TypedArray fails with a status.
+        let got = unsafe {
+            sys::napi_get_typedarray_info(self.env, self.argv[i], &mut kind, &mut len, &mut data, std::ptr::null_mut(), std::ptr::null_mut())
+        };
+        (got == sys::Status::napi_ok).then_some(RawArray { kind, data: data.cast(), len })
+    }
+
+    /// Holds TypedArray argument `i` for a zero-copy binding.
+    pub fn hold(&self, i: usize) -> napi::Result<Option<JsRegion>> {
+        let env = self.env();
+        // SAFETY: an argument of the current call, checked to be a TypedArray by the engine.
+        let array = unsafe { TypedArray::from_napi_value(self.env, self.argv[i]) }?;
+        JsRegion::hold(&env, &array)
+    }
+}
+
+/// What a fast function does with its arguments.
+pub type Handler = fn(&FastArgs) -> Result<(), Error>;
+
+unsafe extern "C" fn call(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let mut args = FastArgs { env, argv: [std::ptr::null_mut(); MAX_ARGS], argc: MAX_ARGS };
+    let mut data = std::ptr::null_mut();
+    // SAFETY: `info` is this callback's own; `argv` has room for `argc` values.
+    let got = unsafe { sys::napi_get_cb_info(env, info, &mut args.argc, args.argv.as_mut_ptr(), std::ptr::null_mut(), &mut data) };
+    let outcome = if got != sys::Status::napi_ok {
+        Err(Error::Value { name: "arguments".into(), detail: "cannot read the call's arguments".into() })
+    } else {
+        // More arguments than room: napi_get_cb_info reports the true count.
+        args.argc = args.argc.min(MAX_ARGS);
+        // SAFETY: `data` is the `Handler` given to `create_function` for this function.
+        let handler: Handler = unsafe { std::mem::transmute::<*mut c_void, Handler>(data) };
+        handler(&args)
+    };
+    if let Err(e) = outcome {
+        let code = CString::new(e.code()).unwrap_or_default();
+        let message = CString::new(e.to_string().replace('\0', " ")).unwrap_or_default();
+        // SAFETY: both strings are NUL-terminated and live across the call.
+        unsafe { sys::napi_throw_error(env, code.as_ptr(), message.as_ptr()) };
+    }
+    std::ptr::null_mut() // undefined, or the pending exception
+}
+
+/// A JavaScript function that runs `handler` on its arguments.
+pub fn create_function<'env>(env: &'env Env, name: &str, handler: Handler) -> napi::Result<Unknown<'env>> {
+    let mut value = std::ptr::null_mut();
+    // SAFETY: `name` is valid for `name.len()` bytes during the call; `handler` is a plain fn
+    // pointer, valid for the life of the module, passed through as the callback's data.
+    let created = unsafe {
+        sys::napi_create_function(env.raw(), name.as_ptr().cast(), name.len() as isize, Some(call), handler as *mut c_void, &mut value)
+    };
+    status(created, "cannot create a function")?;
+    // SAFETY: `value` is the function just created, in the current scope.
+    Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
+}
