@@ -139,7 +139,7 @@ pub enum OutputTarget<'a> {
     DecodeF16(&'a mut [f32]),
 }
 
-pub fn output_target<'a>(what: &str, dtype: DType, target: ElementsMut<'a>) -> Result<OutputTarget<'a>> {
+pub fn output_target<'a>(what: impl FnOnce() -> String, dtype: DType, target: ElementsMut<'a>) -> Result<OutputTarget<'a>> {
     match (dtype, target) {
         (DType::F32, ElementsMut::F32(v)) => Ok(OutputTarget::Direct(bytes_of_mut(v))),
         (DType::F16, ElementsMut::U16(v)) => Ok(OutputTarget::Direct(bytes_of_mut(v))),
@@ -147,7 +147,7 @@ pub fn output_target<'a>(what: &str, dtype: DType, target: ElementsMut<'a>) -> R
         (DType::I8, ElementsMut::I8(v)) => Ok(OutputTarget::Direct(bytes_of_mut(v))),
         (DType::Bool, ElementsMut::U8(v)) => Ok(OutputTarget::Direct(bytes_of_mut(v))),
         (dtype, given) => Err(Error::DType {
-            name: what.to_owned(),
+            name: what(),
             dtype: dtype.as_str(),
             expected: match dtype {
                 DType::F16 => "a Float32Array or a Uint16Array".to_owned(),

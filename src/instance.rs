@@ -249,17 +249,17 @@ impl Instance {
             .outputs
             .get(index)
             .ok_or(Error::OutputIndex { index: index as i64, count: self.artifact.outputs.len() })?;
-        let what = format!("output {index}");
+        // Names are formatted only on the way to an error: this is every run's hot path.
+        let what = || format!("output {index}");
         if target.len() != info.logical_count {
             return Err(Error::Size {
-                name: what,
+                name: what(),
                 expected: format!("{} elements (shape {:?})", info.logical_count, info.shape),
                 given: format!("{} elements", target.len()),
             });
         }
-        let context = || format!("output {index}");
-        match dtype::output_target(&what, info.dtype, target)? {
-            OutputTarget::Direct(bytes) => check(self.live.copy_output(index, bytes), "zgc_runtime_copy_output", context),
+        match dtype::output_target(what, info.dtype, target)? {
+            OutputTarget::Direct(bytes) => check(self.live.copy_output(index, bytes), "zgc_runtime_copy_output", what),
             OutputTarget::DecodeF16(out) => {
                 let mut bits = std::mem::take(&mut self.f16_scratch);
                 bits.resize(info.logical_count, 0);
@@ -268,7 +268,7 @@ impl Instance {
                     dtype::decode_f16(&bits, out);
                 }
                 self.f16_scratch = bits;
-                check(status, "zgc_runtime_copy_output", context)
+                check(status, "zgc_runtime_copy_output", what)
             }
         }
     }

@@ -204,11 +204,11 @@ fn fast_run(args: &FastArgs) -> Result<(), Error> {
     };
     let artifact = instance.artifact().clone();
     let outputs = args.u32(1).map_or(usize::MAX, |n| n as usize);
-    if outputs != artifact.outputs.len() || 2 + outputs > args.len() || (args.len() - 2 - outputs) % 2 != 0 {
+    let pairs = args.u32(2).map_or(usize::MAX, |n| n as usize);
+    if outputs != artifact.outputs.len() || pairs > artifact.sources.len() || 3 + outputs + 2 * pairs > args.len() {
         return Err(Error::Value { name: "run".into(), detail: "malformed fast-run arguments".into() });
     }
-    let mut at = 2 + outputs;
-    while at < args.len() {
+    for at in (3 + outputs..3 + outputs + 2 * pairs).step_by(2) {
         let index = args.u32(at).map(|i| i as usize).filter(|&i| i < artifact.sources.len()).ok_or_else(|| Error::UnknownSource {
             name: "#?".into(),
             known: format!("{} sources", artifact.sources.len()),
@@ -233,12 +233,11 @@ fn fast_run(args: &FastArgs) -> Result<(), Error> {
             })?;
             instance.set(index, view)?;
         }
-        at += 2;
     }
     instance.run()?;
     for index in 0..outputs {
         let info = &artifact.outputs[index];
-        let mut array = args.array(2 + index).ok_or_else(|| Error::DType {
+        let mut array = args.array(3 + index).ok_or_else(|| Error::DType {
             name: format!("output {index}"),
             dtype: info.dtype.as_str(),
             expected: format!("a {}", dtype::storage_array(info.dtype)),

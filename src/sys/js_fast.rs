@@ -2,7 +2,8 @@
 //! (argument conversion, borrow tracking) costs more than a tiny graph's whole run, so this
 //! module reads the arguments itself and hands the caller safe views of them.
 //!
-//! A call is `fn(handle, outputCount, ...outputs, ...(sourceIndex, values))`; `handle` is an
+//! A call is `fn(handle, outputCount, pairCount, ...outputs, ...(sourceIndex, values), ...)`;
+//! arguments past the pairs are ignored (callers reuse a fixed-length argument array); `handle` is an
 //! external made by `create_handle` and checked by its type tag before use.
 
 use super::js::JsRegion;
@@ -17,8 +18,8 @@ use std::sync::{Arc, Mutex, Weak};
 /// Marks externals made here, so a foreign external is refused instead of misread.
 const HANDLE_TAG: sys::napi_type_tag = sys::napi_type_tag { lower: 0x7a67_632d_7275_6e74, upper: 0x6861_6e64_6c65_0001 };
 
-/// Most arguments a call reads: a handle, a count, outputs and (index, values) pairs.
-pub const MAX_ARGS: usize = 64;
+/// Most arguments a call reads: a handle, two counts, outputs and (index, values) pairs.
+pub const MAX_ARGS: usize = 32;
 
 /// What a handle refers to. Weak: a handle must not keep a closed runtime alive.
 pub type Target = Weak<Mutex<Instance>>;
@@ -132,12 +133,24 @@ impl RawArray {
 pub struct FastArgs {
     env: sys::napi_env,
     argv: [sys::napi_value; MAX_ARGS],
+    /// All arguments when there are more than MAX_ARGS (artifacts with many sources).
+    spill: Vec<sys::napi_value>,
     argc: usize,
 }
 
 impl FastArgs {
     pub fn len(&self) -> usize {
         self.argc
+    }
+
+    fn arg(&self, i: usize) -> Option<sys::napi_value> {
+        if i >= self.argc {
+            None
+        } else if self.spill.is_empty() {
+            Some(self.argv[i])
+        } else {
+            Some(self.spill[i])
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -151,7 +164,7 @@ impl FastArgs {
     /// The runtime behind a handle argument; `Err(Closed)` once it is closed.
     pub fn target(&self, i: usize) -> Result<Arc<Mutex<Instance>>, Error> {
         let bad = || Error::Value { name: "handle".into(), detail: "not a runtime handle".into() };
-        let value = *self.argv.get(i).filter(|_| i < self.argc).ok_or_else(bad)?;
+        let value = self.arg(i).ok_or_else(bad)?;
         let mut ours = false;
         // SAFETY: `value` is an argument of the current call on `env`'s thread.
         let checked = unsafe { sys::napi_check_object_type_tag(self.env, value, &HANDLE_TAG, &mut ours) };
@@ -171,24 +184,20 @@ impl FastArgs {
     }
 
     pub fn u32(&self, i: usize) -> Option<u32> {
-        if i >= self.argc {
-            return None;
-        }
+        let value = self.arg(i)?;
         let mut out = 0;
         // SAFETY: an argument of the current call; a non-number fails with a status.
-        let got = unsafe { sys::napi_get_value_uint32(self.env, self.argv[i], &mut out) };
+        let got = unsafe { sys::napi_get_value_uint32(self.env, value, &mut out) };
         (got == sys::Status::napi_ok).then_some(out)
     }
 
     /// A TypedArray argument, or `None` when it is not one.
     pub fn array(&self, i: usize) -> Option<RawArray> {
-        if i >= self.argc {
-            return None;
-        }
+        let value = self.arg(i)?;
         let (mut kind, mut len, mut data) = (0, 0, std::ptr::null_mut());
         // SAFETY: an argument of the current call; a non-TypedArray fails with a status.
         let got = unsafe {
-            sys::napi_get_typedarray_info(self.env, self.argv[i], &mut kind, &mut len, &mut data, std::ptr::null_mut(), std::ptr::null_mut())
+            sys::napi_get_typedarray_info(self.env, value, &mut kind, &mut len, &mut data, std::ptr::null_mut(), std::ptr::null_mut())
         };
         (got == sys::Status::napi_ok).then_some(RawArray { kind, data: data.cast(), len })
     }
@@ -196,8 +205,9 @@ impl FastArgs {
     /// Holds TypedArray argument `i` for a zero-copy binding.
     pub fn hold(&self, i: usize) -> napi::Result<Option<JsRegion>> {
         let env = self.env();
+        let value = self.arg(i).ok_or_else(|| napi::Error::from_reason("missing argument"))?;
         // SAFETY: an argument of the current call, checked to be a TypedArray by the engine.
-        let array = unsafe { TypedArray::from_napi_value(self.env, self.argv[i]) }?;
+        let array = unsafe { TypedArray::from_napi_value(self.env, value) }?;
         JsRegion::hold(&env, &array)
     }
 }
@@ -206,15 +216,19 @@ impl FastArgs {
 pub type Handler = fn(&FastArgs) -> Result<(), Error>;
 
 unsafe extern "C" fn call(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    let mut args = FastArgs { env, argv: [std::ptr::null_mut(); MAX_ARGS], argc: MAX_ARGS };
+    let mut args = FastArgs { env, argv: [std::ptr::null_mut(); MAX_ARGS], spill: Vec::new(), argc: MAX_ARGS };
     let mut data = std::ptr::null_mut();
     // SAFETY: `info` is this callback's own; `argv` has room for `argc` values.
-    let got = unsafe { sys::napi_get_cb_info(env, info, &mut args.argc, args.argv.as_mut_ptr(), std::ptr::null_mut(), &mut data) };
+    let mut got = unsafe { sys::napi_get_cb_info(env, info, &mut args.argc, args.argv.as_mut_ptr(), std::ptr::null_mut(), &mut data) };
+    if got == sys::Status::napi_ok && args.argc > MAX_ARGS {
+        // More arguments than room (napi_get_cb_info reported the true count): read them all.
+        args.spill = vec![std::ptr::null_mut(); args.argc];
+        // SAFETY: as above, with room for all `argc` values.
+        got = unsafe { sys::napi_get_cb_info(env, info, &mut args.argc, args.spill.as_mut_ptr(), std::ptr::null_mut(), &mut data) };
+    }
     let outcome = if got != sys::Status::napi_ok {
         Err(Error::Value { name: "arguments".into(), detail: "cannot read the call's arguments".into() })
     } else {
-        // More arguments than room: napi_get_cb_info reports the true count.
-        args.argc = args.argc.min(MAX_ARGS);
         // SAFETY: `data` is the `Handler` given to `create_function` for this function.
         let handler: Handler = unsafe { std::mem::transmute::<*mut c_void, Handler>(data) };
         handler(&args)
