@@ -59,6 +59,18 @@ impl Artifact {
     /// Logical values (C order) for source `index`: copied in for OWNED sources, packed
     /// into new runtime-owned storage for BOUND ones.
     pub fn stage_values<'a>(&self, index: usize, values: Elements<'a>) -> Result<Feed<'a>> {
+        let logical = self.logical_bytes(index, values)?;
+        let source = &self.sources[index];
+        if source.binding == Binding::Owned {
+            return Ok(Feed::Copy { index, bytes: logical });
+        }
+        let mut storage = allocate(source)?;
+        self.pack(index, &logical, &mut storage);
+        Ok(Feed::Bind { index, storage })
+    }
+
+    /// Checks `values` for source `index` and gives them as the dtype's logical bytes.
+    fn logical_bytes<'a>(&self, index: usize, values: Elements<'a>) -> Result<Cow<'a, [u8]>> {
         let source = &self.sources[index];
         let t = &source.tensor;
         if source.binding == Binding::Embedded {
@@ -71,19 +83,20 @@ impl Artifact {
                 given: format!("{} elements", values.len()),
             });
         }
-        let logical = dtype::to_storage(&source.name, t.dtype, values)?;
-        if source.binding == Binding::Owned {
-            return Ok(Feed::Copy { index, bytes: logical });
-        }
-        let mut storage = allocate(source)?;
+        dtype::to_storage(&source.name, t.dtype, values)
+    }
+
+    /// Scatters logical bytes into `storage` (the source's physical layout); elements no
+    /// logical element maps to are left as they are.
+    fn pack(&self, index: usize, logical: &[u8], storage: &mut AlignedBuf) {
+        let t = &self.sources[index].tensor;
         let (shape, strides, offset) = (&t.shape, &t.strides, t.offset);
         let physical = storage.as_bytes_mut();
         match t.dtype.item_size() {
-            1 => layout::pack(shape, strides, offset, &logical, physical),
-            2 => layout::pack::<u16>(shape, strides, offset, &u16s(&logical), elements_mut(physical).expect("aligned")),
-            _ => layout::pack::<f32>(shape, strides, offset, &f32s(&logical), elements_mut(physical).expect("aligned")),
+            1 => layout::pack(shape, strides, offset, logical, physical),
+            2 => layout::pack::<u16>(shape, strides, offset, &u16s(logical), elements_mut(physical).expect("aligned")),
+            _ => layout::pack::<f32>(shape, strides, offset, &f32s(logical), elements_mut(physical).expect("aligned")),
         }
-        Ok(Feed::Bind { index, storage })
     }
 
     /// Checks that `array` (a JavaScript class name) with `byte_len` bytes can be the
@@ -161,9 +174,21 @@ impl Instance {
         &self.artifact.sources[index]
     }
 
-    /// Logical values for source `index` (see `Artifact::stage_values`).
+    /// Logical values for source `index` (see `Artifact::stage_values`). A BOUND source
+    /// that already has storage this runtime packed is packed again in place: no allocation,
+    /// no fresh pages to fault in.
     pub fn set(&mut self, index: usize, values: Elements<'_>) -> Result<()> {
-        let feed = self.artifact.stage_values(index, values)?;
+        let artifact = self.artifact.clone();
+        let source = &artifact.sources[index];
+        if source.binding == Binding::Bound {
+            if let Some(storage) = self.live.packed_mut(index).filter(|b| b.len() == source.tensor.physical_bytes()) {
+                let logical = artifact.logical_bytes(index, values)?;
+                artifact.pack(index, &logical, storage);
+                let status = self.live.rebind(index, source.key);
+                return check(status, "zgc_runtime_bind_source", || format!("source {:?}", source.name));
+            }
+        }
+        let feed = artifact.stage_values(index, values)?;
         self.apply(feed)
     }
 

@@ -77,6 +77,11 @@ fn for_each_row(shape: &[usize], strides: &[isize], offset: usize, mut visit: im
 pub fn pack<T: Copy>(shape: &[usize], strides: &[isize], offset: usize, logical: &[T], physical: &mut [T]) {
     let inner = shape.last().copied().unwrap_or(1);
     let step = strides.last().copied().unwrap_or(1);
+    // Tiles write in another order than C order, which only a layout that maps no two
+    // logical elements to one physical element (no broadcast, no overlap) cannot tell apart.
+    if shape.len() >= 2 && step != 1 && step != -1 && is_one_to_one(shape, strides) {
+        return pack_tiled(shape, strides, offset, logical, physical);
+    }
     for_each_row(shape, strides, offset, |start, base| {
         let row = &logical[start..start + inner];
         if step == 1 {
@@ -90,6 +95,73 @@ pub fn pack<T: Copy>(shape: &[usize], strides: &[isize], offset: usize, logical:
             }
         }
     });
+}
+
+/// Whether distinct logical elements always land on distinct physical ones: with the axes
+/// ordered by |stride|, each stride must step past everything the smaller axes reach.
+/// Sufficient, not necessary; layouts it cannot vouch for are packed in C order.
+pub fn is_one_to_one(shape: &[usize], strides: &[isize]) -> bool {
+    let mut axes: Vec<(u128, u128)> = shape
+        .iter()
+        .zip(strides)
+        .filter(|(&d, _)| d > 1)
+        .map(|(&d, &s)| (s.unsigned_abs() as u128, d as u128))
+        .collect();
+    axes.sort_unstable();
+    let mut reach: u128 = 0;
+    for (stride, extent) in axes {
+        if stride <= reach {
+            return false;
+        }
+        reach += (extent - 1) * stride;
+    }
+    true
+}
+
+/// Side of the square tiles `pack_tiled` walks.
+const TILE: usize = 64;
+
+/// `pack` for layouts whose innermost axis is not contiguous (transposed, strided): a
+/// row-by-row scatter touches a new cache line, often a new page, at every element, so the
+/// two innermost axes are walked in TILE x TILE tiles that reuse the lines they touch.
+fn pack_tiled<T: Copy>(shape: &[usize], strides: &[isize], offset: usize, logical: &[T], physical: &mut [T]) {
+    let r = shape.len();
+    let (rows, cols) = (shape[r - 2], shape[r - 1]);
+    let (row_step, col_step) = (strides[r - 2], strides[r - 1]);
+    let plane = rows * cols;
+    if plane == 0 {
+        return;
+    }
+    // One (rows x cols) plane per combination of the outer axes.
+    let outer_shape = &shape[..r - 2];
+    let outer_strides = &strides[..r - 2];
+    let planes: usize = outer_shape.iter().product();
+    let mut coord = vec![0usize; outer_shape.len()];
+    let mut base = offset as isize;
+    for p in 0..planes {
+        let src = &logical[p * plane..(p + 1) * plane];
+        for i0 in (0..rows).step_by(TILE) {
+            for j0 in (0..cols).step_by(TILE) {
+                for i in i0..(i0 + TILE).min(rows) {
+                    let row = &src[i * cols..(i + 1) * cols];
+                    let mut at = base + i as isize * row_step + j0 as isize * col_step;
+                    for &value in &row[j0..(j0 + TILE).min(cols)] {
+                        physical[at as usize] = value;
+                        at += col_step;
+                    }
+                }
+            }
+        }
+        for axis in (0..outer_shape.len()).rev() {
+            coord[axis] += 1;
+            base += outer_strides[axis];
+            if coord[axis] < outer_shape[axis] {
+                break;
+            }
+            base -= outer_strides[axis] * outer_shape[axis] as isize;
+            coord[axis] = 0;
+        }
+    }
 }
 
 /// Gathers the logical values (C order) out of physical storage: the inverse of `pack`.
@@ -134,10 +206,11 @@ mod tests {
         for (value, at) in logical.iter().zip(indices(shape, strides, offset)) {
             expected[at] = *value;
         }
-        assert_eq!(physical, expected, "shape {shape:?} strides {strides:?} offset {offset}");
+        // assert! rather than assert_eq!: a failure must not print megabytes of elements.
+        assert!(physical == expected, "pack: shape {shape:?} strides {strides:?} offset {offset}");
         let mut back = vec![0u32; logical.len()];
         unpack(shape, strides, offset, &physical, &mut back);
-        assert_eq!(back, logical);
+        assert!(back == logical, "unpack: shape {shape:?} strides {strides:?} offset {offset}");
     }
 
     #[test]
@@ -154,6 +227,31 @@ mod tests {
         check(&[2, 3, 4], &[1, 8, 2], 0, 24); // permuted
         check(&[2, 1, 3], &[3, 99, 1], 0, 6);
         check(&[2, 0, 3], &[3, 3, 1], 0, 0);
+        // Tiled paths: transposed and padded planes larger than a tile, with outer axes.
+        check(&[70, 45], &[1, 72], 0, 72 * 45);
+        check(&[3, 40, 33], &[41 * 33, 1, 41], 5, 3 * 41 * 33 + 5);
+        check(&[33, 65], &[-1, -40], 40 * 64 + 32, 40 * 65);
+        check(&[2, 2, 3, 2], &[12, 6, 1, 3], 0, 24);
+    }
+
+    #[test]
+    fn overlapping_layouts_pack_in_c_order_last_write_wins() {
+        // Broadcast (stride 0) and overlapping strides: the value written last in C order
+        // stays, as in the Python reference's element loop.
+        for (shape, strides, count) in [(vec![3usize, 4], vec![0isize, 3], 10usize), (vec![40, 33], vec![1, 35], 40 + 35 * 32)] {
+            assert!(!is_one_to_one(&shape, &strides));
+            let n: usize = shape.iter().product();
+            let logical: Vec<u32> = (0..n as u32).collect();
+            let mut physical = vec![u32::MAX; count];
+            pack(&shape, &strides, 0, &logical, &mut physical);
+            let mut expected = vec![u32::MAX; count];
+            for (value, at) in logical.iter().zip(indices(&shape, &strides, 0)) {
+                expected[at] = *value;
+            }
+            assert!(physical == expected, "shape {shape:?} strides {strides:?}");
+        }
+        assert!(is_one_to_one(&[1024, 1024], &[1, 1040]));
+        assert!(is_one_to_one(&[2, 3], &[-3, -1]));
     }
 
     #[test]

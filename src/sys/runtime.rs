@@ -24,6 +24,10 @@ pub unsafe trait BoundRegion: Send {
     fn js_owned(&self) -> bool {
         false
     }
+    /// Storage the runtime allocated and packed itself, which it may pack again in place.
+    fn as_packed(&mut self) -> Option<&mut AlignedBuf> {
+        None
+    }
 }
 
 /// Runtime-owned storage that JavaScript may also view (an external ArrayBuffer holds one
@@ -60,6 +64,9 @@ unsafe impl BoundRegion for AlignedBuf {
     }
     fn is_live(&mut self) -> bool {
         true
+    }
+    fn as_packed(&mut self) -> Option<&mut AlignedBuf> {
+        Some(self)
     }
 }
 
@@ -109,6 +116,19 @@ impl LiveRuntime {
             self.bound[slot] = Some(region);
         }
         status
+    }
+
+    /// The storage bound in `slot`, when it is storage this runtime packed. Writing it is
+    /// safe: only `run` reads it, and `run` needs `&mut self` too.
+    pub fn packed_mut(&mut self, slot: usize) -> Option<&mut AlignedBuf> {
+        self.bound.get_mut(slot)?.as_mut()?.as_packed()
+    }
+
+    /// Binds the storage already in `slot` again, telling the artifact its contents changed.
+    pub fn rebind(&mut self, slot: usize, key: u32) -> i32 {
+        let Some(region) = self.bound.get(slot).and_then(Option::as_ref) else { return 8 };
+        // SAFETY: `rt` is live, and `region` is kept by this runtime as for `bind`.
+        unsafe { (self.library.api.bind_source)(self.rt(), key, region.as_ptr().cast::<c_void>(), region.byte_len()) }
     }
 
     pub fn is_bound(&self, slot: usize) -> bool {
