@@ -149,10 +149,16 @@ impl Artifact {
     }
 }
 
+/// Largest packed storage kept for reuse after a source is packed again.
+pub const SPARE_LIMIT: usize = 64 << 20;
+
 pub struct Instance {
     artifact: Arc<Artifact>,
     live: LiveRuntime,
     f16_scratch: Vec<u16>,
+    /// Per source: packed storage a newer packing displaced, reused by the next `set` so that
+    /// repeated sets neither allocate nor fault in fresh pages. Never bound while kept here.
+    spares: Vec<Option<AlignedBuf>>,
 }
 
 impl Instance {
@@ -163,7 +169,8 @@ impl Instance {
             artifact.runtime_alignment,
             artifact.sources.len(),
         )?;
-        Ok(Instance { artifact, live, f16_scratch: Vec::new() })
+        let spares = (0..artifact.sources.len()).map(|_| None).collect();
+        Ok(Instance { artifact, live, f16_scratch: Vec::new(), spares })
     }
 
     pub fn artifact(&self) -> &Arc<Artifact> {
@@ -174,18 +181,24 @@ impl Instance {
         &self.artifact.sources[index]
     }
 
-    /// Logical values for source `index` (see `Artifact::stage_values`). A BOUND source
-    /// that already has storage this runtime packed is packed again in place: no allocation,
-    /// no fresh pages to fault in.
+    /// Logical values for source `index` (see `Artifact::stage_values`). A BOUND source is
+    /// packed into the spare storage its previous packing left, when there is one.
     pub fn set(&mut self, index: usize, values: Elements<'_>) -> Result<()> {
         let artifact = self.artifact.clone();
         let source = &artifact.sources[index];
         if source.binding == Binding::Bound {
-            if let Some(storage) = self.live.packed_mut(index).filter(|b| b.len() == source.tensor.physical_bytes()) {
-                let logical = artifact.logical_bytes(index, values)?;
-                artifact.pack(index, &logical, storage);
-                let status = self.live.rebind(index, source.key);
-                return check(status, "zgc_runtime_bind_source", || format!("source {:?}", source.name));
+            if let Some(mut storage) = self.spares[index].take().filter(|b| b.len() == source.tensor.physical_bytes()) {
+                let logical = match artifact.logical_bytes(index, values) {
+                    Ok(logical) => logical,
+                    Err(e) => {
+                        self.spares[index] = Some(storage);
+                        return Err(e);
+                    }
+                };
+                // Positions no logical element maps to were zeroed at allocation and are
+                // never written, so only logical positions carry stale values, all overwritten.
+                artifact.pack(index, &logical, &mut storage);
+                return self.bind_checked(index, Box::new(storage));
             }
         }
         let feed = artifact.stage_values(index, values)?;
@@ -217,7 +230,13 @@ impl Instance {
 
     fn bind_checked(&mut self, index: usize, region: Box<dyn BoundRegion>) -> Result<()> {
         let source = &self.artifact.sources[index];
-        let status = self.live.bind(index, source.key, region);
+        let (status, unused) = match self.live.bind(index, source.key, region) {
+            Ok(displaced) => (0, displaced),
+            Err((status, rejected)) => (status, Some(rejected)),
+        };
+        if let Some(buf) = unused.and_then(BoundRegion::into_packed).filter(|b| b.len() <= SPARE_LIMIT) {
+            self.spares[index] = Some(buf);
+        }
         check(status, "zgc_runtime_bind_source", || format!("source {:?}", source.name))
     }
 

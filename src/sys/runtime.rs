@@ -24,8 +24,9 @@ pub unsafe trait BoundRegion: Send {
     fn js_owned(&self) -> bool {
         false
     }
-    /// Storage the runtime allocated and packed itself, which it may pack again in place.
-    fn as_packed(&mut self) -> Option<&mut AlignedBuf> {
+    /// Storage the runtime allocated and packed itself, which it may reuse for a later
+    /// packing once no binding refers to it.
+    fn into_packed(self: Box<Self>) -> Option<AlignedBuf> {
         None
     }
 }
@@ -65,8 +66,8 @@ unsafe impl BoundRegion for AlignedBuf {
     fn is_live(&mut self) -> bool {
         true
     }
-    fn as_packed(&mut self) -> Option<&mut AlignedBuf> {
-        Some(self)
+    fn into_packed(self: Box<Self>) -> Option<AlignedBuf> {
+        Some(*self)
     }
 }
 
@@ -105,30 +106,19 @@ impl LiveRuntime {
     }
 
     /// Binds `region` to the source in `slot`. On success the runtime keeps `region` until
-    /// the slot is bound again or the runtime is dropped; on failure the earlier binding stays.
-    pub fn bind(&mut self, slot: usize, key: u32, region: Box<dyn BoundRegion>) -> i32 {
+    /// the slot is bound again or the runtime is dropped, and hands back the region it
+    /// displaced; on failure the earlier binding stays and `region` comes back with the status.
+    pub fn bind(&mut self, slot: usize, key: u32, region: Box<dyn BoundRegion>) -> Result<Option<Box<dyn BoundRegion>>, (i32, Box<dyn BoundRegion>)> {
         // SAFETY: `rt` is a live runtime; `region` is valid for `byte_len` bytes (BoundRegion's
         // contract), and is stored below so that it outlives every later `run` that reads it.
         let status = unsafe {
             (self.library.api.bind_source)(self.rt(), key, region.as_ptr().cast::<c_void>(), region.byte_len())
         };
         if status == 0 {
-            self.bound[slot] = Some(region);
+            Ok(self.bound[slot].replace(region))
+        } else {
+            Err((status, region))
         }
-        status
-    }
-
-    /// The storage bound in `slot`, when it is storage this runtime packed. Writing it is
-    /// safe: only `run` reads it, and `run` needs `&mut self` too.
-    pub fn packed_mut(&mut self, slot: usize) -> Option<&mut AlignedBuf> {
-        self.bound.get_mut(slot)?.as_mut()?.as_packed()
-    }
-
-    /// Binds the storage already in `slot` again, telling the artifact its contents changed.
-    pub fn rebind(&mut self, slot: usize, key: u32) -> i32 {
-        let Some(region) = self.bound.get(slot).and_then(Option::as_ref) else { return 8 };
-        // SAFETY: `rt` is live, and `region` is kept by this runtime as for `bind`.
-        unsafe { (self.library.api.bind_source)(self.rt(), key, region.as_ptr().cast::<c_void>(), region.byte_len()) }
     }
 
     pub fn is_bound(&self, slot: usize) -> bool {
