@@ -133,9 +133,11 @@ export declare class Runtime implements Disposable {
   bind(name: string, storage: BoundStorage): void
   /**
    * Runs the graph once after applying `inputs` (OWNED: as set; BOUND: bound zero-copy when
-   * the array is the physical storage, else packed as set).
+   * the array is the physical storage, else packed as set). With `{ into }` the outputs are
+   * written into your arrays (checked like inputs) and the same Tensor objects come back for
+   * the same arrays, so a steady-state loop allocates nothing per run.
    */
-  run(inputs?: Inputs): Tensor[]
+  run(inputs?: Inputs, options?: RunOptions): Tensor[]
   /**
    * Runs on the libuv thread pool; the event loop keeps serving. Inputs are copied when you
    * call; storage bound with `bind()` is copied when the run starts; storage from
@@ -154,6 +156,13 @@ export declare class Runtime implements Disposable {
   /** Deinitialises the runtime and releases bound storage. Idempotent. */
   close(): void
   [Symbol.dispose](): void
+}
+
+/** One array per output: its dtype's TypedArray (f16: Float32Array, or Uint16Array with `f16: 'bits'`), `elementCount` long. */
+export type OutputArray = Float32Array | Uint16Array | Int8Array | Uint8Array
+
+export interface RunOptions {
+  into?: readonly OutputArray[]
 }
 
 /** What `runAsync` needs of an AbortSignal; Node's and the DOM's both match. */

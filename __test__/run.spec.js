@@ -297,3 +297,45 @@ describe('lifecycle', () => {
     rt.close();
   });
 });
+
+describe('run(inputs, { into }): outputs in caller arrays', () => {
+  function intoArrays() {
+    // One array per dtypes output: f32[2,3], f16[4] (decoded), i8[5], bool[5], f32[], f32[].
+    return [new Float32Array(6), new Float32Array(4), new Int8Array(5), new Uint8Array(5), new Float32Array(1), new Float32Array(1)];
+  }
+
+  test('fills the given arrays with what run() returns, and reuses the same Tensor objects', () => {
+    const rt = load(fixture('dtypes'));
+    const v = randomDtypeValues(3);
+    for (const name of ['wt', 'wp', 'wn', 'hb', 'qb', 'mb']) rt.set(name, v[name]);
+    const into = intoArrays();
+    let state = 0;
+    let first;
+    for (let i = 0; i < 3; i++) {
+      const outputs = rt.run({ x: v.x, h: v.h, q: v.q, m: v.m, g: v.g }, { into });
+      const want = expectDtypes(v, state);
+      state = want.state;
+      outputs.forEach((o, k) => {
+        expect(o.data).toBe(into[k]);
+        expect(plain(o)).toEqual(want.outputs[k]);
+      });
+      if (first === undefined) first = outputs;
+      else expect(outputs).toBe(first);
+    }
+    rt.close();
+  });
+
+  test('wrong kinds, lengths and counts of arrays are refused before anything runs', () => {
+    const rt = load(fixture('add'));
+    const inputs = { a: [1, 2, 3, 4], b: [1, 1, 1, 1] };
+    expect(() => rt.run(inputs, { into: [new Float64Array(4)] })).toThrow(expect.objectContaining({ code: 'ERR_ZGC_DTYPE', message: expect.stringMatching(/output 0.*Float32Array/) }));
+    expect(() => rt.run(inputs, { into: [new Float32Array(3)] })).toThrow(expect.objectContaining({ code: 'ERR_ZGC_SIZE', message: expect.stringMatching(/output 0/) }));
+    expect(() => rt.run(inputs, { into: [] })).toThrow(TypeError);
+    expect(() => rt.run(inputs, { into: new Float32Array(4) })).toThrow(TypeError);
+    expect(() => rt.run(inputs, 5)).toThrow(TypeError);
+    const out = new Float32Array(4);
+    expect(plain(rt.run(inputs, { into: [out] })[0])).toEqual([2, 3, 4, 5]);
+    expect(Array.from(out)).toEqual([2, 3, 4, 5]);
+    rt.close();
+  });
+});

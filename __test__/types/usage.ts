@@ -1,6 +1,6 @@
 // Compiled with `tsc --noEmit --strict` by types.spec.js: the public types must accept what
 // the README shows and reject what the runtime would refuse.
-import zgc, { load, createPool, Pool, Runtime, Tensor, ZgcError, SourceInfo } from 'zgc-runtime';
+import zgc, { load, createPool, Pool, Runtime, Tensor, ZgcError, SourceInfo, OutputArray } from 'zgc-runtime';
 
 const rt: Runtime = load('model.so', { f16: 'bits' });
 const fromBytes: Runtime = zgc.load(new Uint8Array(0));
@@ -24,6 +24,11 @@ try {
     void detail;
   }
 }
+const into: OutputArray[] = [new Float32Array(4)];
+const reused: Tensor[] = rt.run({ x: new Float32Array(4) }, { into });
+console.log(reused.length);
+// @ts-expect-error into holds TypedArrays, not numbers
+rt.run({}, { into: [1, 2] });
 // @ts-expect-error run() takes an object of names to values
 rt.run([new Float32Array(4)]);
 // @ts-expect-error bind() takes storage, not a plain array
