@@ -3,15 +3,11 @@
 // The main job: build the bundled MLP artifact from C, load it, bind its weights zero-copy,
 // run it on a few inputs, and check every output against the same MLP computed in JavaScript.
 //   npm run demo
-const { execFileSync } = require('node:child_process');
-const fs = require('node:fs');
 const path = require('node:path');
 const { load } = require('..');
+const { buildMlp, weights } = require('./build-mlp');
 
-const here = __dirname;
-const artifact = path.join(here, 'build', 'mlp.so');
-fs.mkdirSync(path.dirname(artifact), { recursive: true });
-execFileSync(process.env.CC || 'cc', ['-shared', '-fPIC', '-O2', '-I', path.join(here, '..', '__test__', 'fixtures'), '-o', artifact, path.join(here, 'mlp.c'), '-lm']);
+const artifact = buildMlp();
 
 const rt = load(artifact);
 console.log(`loaded ${path.relative(process.cwd(), rt.path)}  ABI v${rt.abiVersion}  fingerprint ${rt.fingerprintHex}`);
@@ -19,9 +15,7 @@ console.log(`runtime storage ${rt.runtimeSize} bytes, aligned to ${rt.runtimeAli
 console.table(rt.sources.map((s) => ({ name: s.name, kind: s.kind, binding: s.binding, dtype: s.dtype, shape: `[${s.shape}]`, strides: `[${s.strides}]`, elements: s.elementCount })));
 
 // Deterministic weights, in logical (row-major) order.
-const w1 = Array.from({ length: 32 }, (_, k) => Math.fround(Math.sin(k + 1) * 0.8));
-const b1 = Array.from({ length: 8 }, (_, k) => Math.fround((k - 4) * 0.05));
-const w2 = Array.from({ length: 24 }, (_, k) => Math.fround(Math.cos(k * 1.7) * 0.6));
+const { w1, b1, w2 } = weights;
 const b2 = [0.1, -0.2, 0.05].map(Math.fround);
 
 // w1 zero-copy: its physical storage is column-major, so lay the values out that way.
