@@ -209,7 +209,12 @@ export declare function load(artifact: string | Uint8Array, options?: LoadOption
 /** A pool of instances of one artifact (one library, separate state) for services. */
 export declare function createPool(artifact: string | Uint8Array, options?: PoolOptions): Pool
 
+import * as pto from './pto'
+/** The PTO task runtime host library bindings (also `zgc-runtime/pto`). */
+export { pto }
+
 declare const zgc: {
+  pto: typeof pto
   ABI_VERSION: typeof ABI_VERSION
   load: typeof load
   createPool: typeof createPool

@@ -1,4 +1,4 @@
 import zgc from './index.js';
 
-export const { load, createPool, Runtime, Pool, ZgcError, ABI_VERSION } = zgc;
+export const { load, createPool, Runtime, Pool, ZgcError, ABI_VERSION, pto } = zgc;
 export default zgc;

@@ -430,4 +430,4 @@ function load(artifact, options) {
   return new Runtime(openArtifact(artifact), options);
 }
 
-module.exports = { load, Runtime, openArtifact, checkOptions, kRunStaged };
+module.exports = { load, Runtime, openArtifact, checkOptions, kRunStaged, resolvePath };

@@ -14,7 +14,7 @@ const CC = process.env.CC || 'cc';
 function compile(f) {
   const args = ['-shared', '-fPIC', '-O2', '-Wall', '-Wextra', '-Werror', '-o', path.join(BUILD, `${f.name}.so`)];
   for (const d of f.defines || []) args.push(`-D${d}`);
-  args.push(path.join(SRC, f.source));
+  args.push(path.join(SRC, f.source), ...(f.libs || []));
   return new Promise((resolve, reject) => {
     execFile(CC, args, (err, _stdout, stderr) => (err ? reject(new Error(`${CC} ${args.join(' ')}\n${stderr}`)) : resolve()));
   });

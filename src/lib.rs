@@ -12,6 +12,7 @@ pub mod error;
 pub mod instance;
 pub mod layout;
 pub mod meta;
+pub mod pto;
 #[allow(unsafe_code)]
 pub mod sys;
 

@@ -49,3 +49,28 @@ async function service(): Promise<number> {
   return y.data.length + z.data.length + storage.length;
 }
 export { first, fp, where, info, fromBytes, n, service };
+
+// PTO bindings, through the root export and the subpath.
+import { pto } from 'zgc-runtime';
+import { load as loadPto, PtoError, PtoRuntime, LaunchParams } from 'zgc-runtime/pto';
+async function ptoUsage(): Promise<void> {
+  const library = pto.load('libpto_runtime.so');
+  await library.setDevice(0);
+  await library.registerKernel(0, new Uint8Array([1]));
+  const runtime: PtoRuntime = library.createRuntime();
+  await runtime.initialize();
+  const params: LaunchParams = { aicpuThreadNum: 1, blockDim: 1, aicpuBinary: new Uint8Array(1), aicoreBinary: new Uint8Array(1) };
+  await runtime.launch(params);
+  try {
+    await runtime.finalize();
+  } catch (err) {
+    if (err instanceof PtoError) console.log(err.code, err.rc, err.operation);
+  }
+  const same = loadPto(new Uint8Array(0));
+  console.log(same.device, runtime.state);
+  // @ts-expect-error launch needs the binaries
+  await runtime.launch({ aicpuThreadNum: 1, blockDim: 1 });
+  // @ts-expect-error funcId is a number
+  await library.registerKernel('0', new Uint8Array(1));
+}
+console.log(ptoUsage);

@@ -1,6 +1,8 @@
 //! The napi-rs binding: a thin layer from JavaScript values to the core. The TypeScript-facing
 //! API (`index.js`) wraps these classes; they are not meant to be used directly.
 
+mod pto;
+
 use crate::abi::{Binding, DType, ABI_VERSION};
 use crate::dtype::{self, Elements};
 use crate::instance::{Feed, OutputData, PACKED_ALIGNMENT};

@@ -85,23 +85,8 @@ impl ArtifactLibrary {
     /// Linux, which lives exactly as long as the library.
     #[cfg(target_os = "linux")]
     pub fn from_bytes(bytes: &[u8], label: &str) -> Result<ArtifactLibrary> {
-        use std::io::Write;
-        use std::os::fd::FromRawFd;
-        extern "C" {
-            fn memfd_create(name: *const c_char, flags: std::ffi::c_uint) -> c_int;
-        }
-        const MFD_CLOEXEC: std::ffi::c_uint = 1;
-        let fail = |reason: String| Error::Load { path: label.to_owned(), reason };
-        // SAFETY: the name is a NUL-terminated literal; the call has no other inputs.
-        let fd = unsafe { memfd_create(c"zgc-artifact".as_ptr(), MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(fail(format!("memfd_create failed: {}", std::io::Error::last_os_error())));
-        }
-        // SAFETY: `fd` was just returned by memfd_create and nothing else owns it.
-        let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
-        file.write_all(bytes).map_err(|e| fail(format!("writing the memfd failed: {e}")))?;
-        let mut library = ArtifactLibrary::open(&format!("/proc/self/fd/{fd}"))
-            .map_err(|e| relabel(e, label))?;
+        let (file, fd_path) = memfd_with(bytes, c"zgc-artifact").map_err(|reason| Error::Load { path: label.to_owned(), reason })?;
+        let mut library = ArtifactLibrary::open(&fd_path).map_err(|e| relabel(e, label))?;
         library.path = label.to_owned();
         library._memfd = Some(file);
         Ok(library)
@@ -210,6 +195,27 @@ impl ArtifactLibrary {
     fn invalid(&self, what: String, rule: String) -> Error {
         Error::invalid(&self.path, what, rule)
     }
+}
+
+/// An anonymous memfd holding `bytes`, and the `/proc/self/fd/N` path dlopen opens it by.
+/// The file must outlive the library loaded from it (see `ArtifactLibrary::_memfd`).
+#[cfg(target_os = "linux")]
+pub(super) fn memfd_with(bytes: &[u8], name: &std::ffi::CStr) -> std::result::Result<(std::fs::File, String), String> {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    extern "C" {
+        fn memfd_create(name: *const c_char, flags: std::ffi::c_uint) -> c_int;
+    }
+    const MFD_CLOEXEC: std::ffi::c_uint = 1;
+    // SAFETY: `name` is NUL-terminated (a CStr); the call has no other inputs.
+    let fd = unsafe { memfd_create(name.as_ptr(), MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(format!("memfd_create failed: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` was just returned by memfd_create and nothing else owns it.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    file.write_all(bytes).map_err(|e| format!("writing the memfd failed: {e}"))?;
+    Ok((file, format!("/proc/self/fd/{fd}")))
 }
 
 /// libloading's message plus dlerror's, which says what actually went wrong.

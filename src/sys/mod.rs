@@ -4,11 +4,13 @@
 //! - `library`: the artifact's shared library and its 15 C functions;
 //! - `memory`: aligned allocations and byte/element views of them;
 //! - `runtime`: a live runtime instance inside caller storage, and the storage bound to it;
+//! - `pto_library`: the PTO host library and its six C functions;
 //! - `js` (feature `node`): JavaScript TypedArrays whose memory is lent to an artifact;
 //! - `js_fast` (feature `node`): the raw N-API function behind `Runtime.run()`.
 
 pub mod library;
 pub mod memory;
+pub mod pto_library;
 pub mod runtime;
 #[cfg(feature = "node")]
 pub mod js;

@@ -1,0 +1,135 @@
+//! The PTO host library's six C functions, resolved at load and wrapped one safe method each.
+//! Used only on the library's own thread, by `pto::Host`, which enforces the call order.
+
+use super::library::memfd_with;
+use super::memory::AlignedBuf;
+use crate::pto::host::RUNTIME_ALIGNMENT;
+use crate::pto::{HostApi, LaunchParams, PtoError};
+use std::ffi::{c_int, c_void};
+
+type FnSize = unsafe extern "C" fn() -> usize;
+type FnRuntime = unsafe extern "C" fn(*mut c_void) -> c_int;
+type FnLaunch = unsafe extern "C" fn(*mut c_void, c_int, c_int, c_int, *const u8, usize, *const u8, usize) -> c_int;
+type FnRegister = unsafe extern "C" fn(c_int, *const u8, usize) -> c_int;
+type FnDevice = unsafe extern "C" fn(c_int) -> c_int;
+
+pub struct PtoLibrary {
+    init_runtime: FnRuntime,
+    launch_runtime: FnLaunch,
+    finalize_runtime: FnRuntime,
+    register_kernel: FnRegister,
+    set_device: FnDevice,
+    size: usize,
+    _library: libloading::os::unix::Library,
+    /// Outlives the library loaded from it (see `ArtifactLibrary::_memfd`).
+    _memfd: Option<std::fs::File>,
+}
+
+impl PtoLibrary {
+    pub fn open(path: &str) -> Result<PtoLibrary, PtoError> {
+        // No RTLD_DEEPBIND: the upstream library is C++, and a deep-bound libstdc++ user
+        // gets its own copies of the standard streams.
+        let flags = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL;
+        // SAFETY: loading runs the library's initialisers; the host library is trusted code
+        // (it drives the device from this process). Its results are all checked.
+        let library = unsafe { libloading::os::unix::Library::open(Some(path), flags) }.map_err(|e| PtoError::Load {
+            path: path.to_owned(),
+            reason: std::error::Error::source(&e).map_or_else(|| e.to_string(), |c| format!("{e}: {c}")),
+        })?;
+        fn get<T: Copy>(library: &libloading::os::unix::Library, path: &str, symbol: &'static str) -> Result<T, PtoError> {
+            // SAFETY: each call below names `T` as the C signature the spec gives `symbol`;
+            // the pointer is used only while the library, owned next to it, stays loaded.
+            unsafe { library.get::<T>(symbol.as_bytes()) }
+                .map(|s| *s)
+                .map_err(|_| PtoError::MissingSymbol { path: path.to_owned(), symbol })
+        }
+        let get_runtime_size: FnSize = get(&library, path, "GetRuntimeSize")?;
+        let lib = PtoLibrary {
+            init_runtime: get(&library, path, "InitRuntime")?,
+            launch_runtime: get(&library, path, "launch_runtime")?,
+            finalize_runtime: get(&library, path, "FinalizeRuntime")?,
+            register_kernel: get(&library, path, "RegisterKernel")?,
+            set_device: get(&library, path, "set_device")?,
+            // SAFETY: takes no arguments and returns sizeof(Runtime).
+            size: unsafe { get_runtime_size() },
+            _library: library,
+            _memfd: None,
+        };
+        Ok(lib)
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<PtoLibrary, PtoError> {
+        let label = "<bytes>";
+        let (file, fd_path) = memfd_with(bytes, c"zgc-pto-library").map_err(|reason| PtoError::Load { path: label.into(), reason })?;
+        let mut library = PtoLibrary::open(&fd_path).map_err(|e| match e {
+            PtoError::Load { reason, .. } => PtoError::Load { path: label.into(), reason },
+            PtoError::MissingSymbol { symbol, .. } => PtoError::MissingSymbol { path: label.into(), symbol },
+            other => other,
+        })?;
+        library._memfd = Some(file);
+        Ok(library)
+    }
+
+    /// Storage InitRuntime may construct a Runtime in: big enough and 64-byte aligned.
+    fn fits(&self, storage: &AlignedBuf) -> bool {
+        storage.len() >= self.size && storage.as_ptr() as usize % RUNTIME_ALIGNMENT == 0
+    }
+}
+
+/// The library's code for a NULL or unusable argument, returned without calling it.
+const REFUSED: i32 = -1;
+
+impl HostApi for PtoLibrary {
+    fn runtime_size(&self) -> usize {
+        self.size
+    }
+
+    fn set_device(&self, device_id: i32) -> i32 {
+        // SAFETY: takes a plain int.
+        unsafe { (self.set_device)(device_id) }
+    }
+
+    fn register_kernel(&self, func_id: i32, binary: &[u8]) -> i32 {
+        // SAFETY: `binary` is valid for `len` bytes during the call; the library copies it.
+        unsafe { (self.register_kernel)(func_id, binary.as_ptr(), binary.len()) }
+    }
+
+    fn init_runtime(&self, storage: &mut AlignedBuf) -> i32 {
+        if !self.fits(storage) {
+            return REFUSED;
+        }
+        // SAFETY: writable, at least sizeof(Runtime) bytes, 64-byte aligned; `Host` keeps it
+        // alive and unmoved (a heap block) until FinalizeRuntime returns.
+        unsafe { (self.init_runtime)(storage.as_ptr().cast()) }
+    }
+
+    fn launch_runtime(&self, storage: &mut AlignedBuf, p: &LaunchParams) -> i32 {
+        if !self.fits(storage) {
+            return REFUSED;
+        }
+        // SAFETY: `storage` holds a Runtime InitRuntime constructed (`Host` calls this only
+        // then); both binaries are valid for their lengths during the call; the parameters
+        // passed `LaunchParams::validate`, so they cannot hang the device.
+        unsafe {
+            (self.launch_runtime)(
+                storage.as_ptr().cast(),
+                p.aicpu_thread_num,
+                p.block_dim,
+                p.device_id,
+                p.aicpu_binary.as_ptr(),
+                p.aicpu_binary.len(),
+                p.aicore_binary.as_ptr(),
+                p.aicore_binary.len(),
+            )
+        }
+    }
+
+    fn finalize_runtime(&self, storage: &mut AlignedBuf) -> i32 {
+        if !self.fits(storage) {
+            return REFUSED;
+        }
+        // SAFETY: as launch_runtime: a constructed Runtime, finalised once (`Host` moves the
+        // runtime to Finalized and frees the storage only after this returns).
+        unsafe { (self.finalize_runtime)(storage.as_ptr().cast()) }
+    }
+}
