@@ -27,7 +27,7 @@ pub fn is_c_contiguous(shape: &[usize], strides: &[isize]) -> bool {
 }
 
 /// The lowest and highest physical index any logical element reaches, or `None` for a tensor
-/// without elements. Computed in i128 so that no descriptor can overflow it.
+/// without elements. Computed in saturating i128 so that no descriptor can overflow it.
 pub fn physical_range(shape: &[usize], strides: &[isize], offset: usize) -> Option<(i128, i128)> {
     if shape.contains(&0) {
         return None;
@@ -35,11 +35,13 @@ pub fn physical_range(shape: &[usize], strides: &[isize], offset: usize) -> Opti
     let mut low = offset as i128;
     let mut high = offset as i128;
     for (&d, &s) in shape.iter().zip(strides) {
-        let reach = (d as i128 - 1) * s as i128;
+        // Saturating: 64 axes of (2^64 - 1) * 2^63 would overflow even i128; a saturated
+        // end is out of range for any element_count, which is what it should be.
+        let reach = (d as i128 - 1).saturating_mul(s as i128);
         if reach < 0 {
-            low += reach;
+            low = low.saturating_add(reach);
         } else {
-            high += reach;
+            high = high.saturating_add(reach);
         }
     }
     Some((low, high))
@@ -75,6 +77,10 @@ fn for_each_row(shape: &[usize], strides: &[isize], offset: usize, mut visit: im
 /// Scatters `logical` (C order, `product(shape)` values) into `physical` (`element_count`
 /// values). Elements of `physical` that no logical element maps to are left as they are.
 pub fn pack<T: Copy>(shape: &[usize], strides: &[isize], offset: usize, logical: &[T], physical: &mut [T]) {
+    // No elements: and the other extents may be as large as usize allows, too large to multiply.
+    if shape.contains(&0) {
+        return;
+    }
     let inner = shape.last().copied().unwrap_or(1);
     let step = strides.last().copied().unwrap_or(1);
     // Tiles write in another order than C order, which only a layout that maps no two
@@ -113,7 +119,7 @@ pub fn is_one_to_one(shape: &[usize], strides: &[isize]) -> bool {
         if stride <= reach {
             return false;
         }
-        reach += (extent - 1) * stride;
+        reach = reach.saturating_add((extent - 1).saturating_mul(stride));
     }
     true
 }

@@ -59,11 +59,14 @@ pub fn validate_tensor(path: &str, what: &str, raw: &TensorFields, contiguous: b
         return Err(bad(format!("rank {} is not supported", raw.shape.len())));
     }
     let item = dtype.item_size();
-    let logical_count = raw
-        .shape
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .ok_or_else(|| bad(format!("product of shape {:?} overflows", raw.shape)))?;
+    // A zero extent anywhere makes the product 0, however large the others (and however
+    // a left-to-right fold would overflow before reaching it).
+    let logical_count = if raw.shape.contains(&0) {
+        Some(0)
+    } else {
+        raw.shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+    }
+    .ok_or_else(|| bad(format!("product of shape {:?} overflows", raw.shape)))?;
     let byte_count = logical_count
         .checked_mul(item)
         .filter(|&b| b <= isize::MAX as usize)
