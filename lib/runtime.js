@@ -66,9 +66,9 @@ function checkOptions(options) {
 /** Opens an artifact (path or bytes) and validates it: the shared step of `load` and pools. */
 function openArtifact(artifact) {
   try {
-    if (typeof artifact === 'string') return { native: NativeArtifact.open(resolvePath(artifact)), fromBytes: false };
+    if (typeof artifact === 'string') return { native: NativeArtifact.open(resolvePath(artifact)), fromBytes: false, users: 0 };
     if (artifact instanceof Uint8Array) {
-      return { native: NativeArtifact.fromBytes(artifact, `<${artifact.length} bytes>`), fromBytes: true };
+      return { native: NativeArtifact.fromBytes(artifact, `<${artifact.length} bytes>`), fromBytes: true, users: 0 };
     }
   } catch (err) {
     throw fromNative(err);
@@ -86,6 +86,8 @@ function abortError(signal) {
 class Runtime {
   #native;
   #artifact;
+  /** The `openArtifact` result, shared by the runtimes of a pool: `users` counts them. */
+  #opened;
   #info;
   #byName;
   #outputArrays;
@@ -107,12 +109,15 @@ class Runtime {
   constructor(artifact, options) {
     const { native, fromBytes } = artifact;
     this.#artifact = native;
+    this.#opened = artifact;
     const description = native.describe();
     try {
       this.#native = native.instantiate();
     } catch (err) {
+      if (artifact.users === 0) native.release();
       throw fromNative(err);
     }
+    artifact.users++;
     this.#f16Bits = checkOptions(options).f16 === 'bits';
     const f16 = this.#f16Bits ? Uint16Array : Float32Array;
     this.#outputArrays = description.outputs.map((o) => (o.dtype === 'f16' ? f16 : OUTPUT_ARRAYS[o.dtype]));
@@ -411,8 +416,12 @@ class Runtime {
    * started yet reject with ERR_ZGC_CLOSED; one in flight finishes first, then deinit runs.
    */
   close() {
-    this.#closed = true;
-    this.#native.close();
+    if (!this.#closed) {
+      this.#closed = true;
+      this.#native.close();
+      // The last runtime of an artifact unloads it now, not when finalizers get to run.
+      if (--this.#opened.users === 0) this.#artifact.release();
+    }
     for (const job of this.#queue.splice(0)) {
       if (job.signal) job.signal.removeEventListener('abort', job.onAbort);
       job.reject(new ZgcError('ERR_ZGC_CLOSED', 'runtime was closed before this run started'));

@@ -78,25 +78,36 @@ fn shape(t: &TensorInfo) -> Vec<f64> {
 
 #[napi]
 pub struct NativeArtifact {
-    inner: Arc<Artifact>,
+    /// `None` once released: the last runtime using it was closed (see `release`).
+    inner: RefCell<Option<Arc<Artifact>>>,
+}
+
+impl NativeArtifact {
+    fn new(artifact: Artifact) -> NativeArtifact {
+        NativeArtifact { inner: RefCell::new(Some(Arc::new(artifact))) }
+    }
+
+    fn artifact(&self) -> napi::Result<Arc<Artifact>, Code> {
+        self.inner.borrow().clone().ok_or_else(|| js_err(Error::Closed))
+    }
 }
 
 #[napi]
 impl NativeArtifact {
     #[napi(factory)]
     pub fn open(path: String) -> napi::Result<NativeArtifact, Code> {
-        Artifact::open(&path).map(|a| NativeArtifact { inner: Arc::new(a) }).map_err(js_err)
+        Artifact::open(&path).map(NativeArtifact::new).map_err(js_err)
     }
 
     #[napi(factory)]
     pub fn from_bytes(bytes: TypedArray<'_>, label: String) -> napi::Result<NativeArtifact, Code> {
-        Artifact::from_bytes(&bytes.arraybuffer, &label).map(|a| NativeArtifact { inner: Arc::new(a) }).map_err(js_err)
+        Artifact::from_bytes(&bytes.arraybuffer, &label).map(NativeArtifact::new).map_err(js_err)
     }
 
     #[napi]
-    pub fn describe(&self) -> ArtifactDescription {
-        let a = &self.inner;
-        ArtifactDescription {
+    pub fn describe(&self) -> napi::Result<ArtifactDescription, Code> {
+        let a = &self.artifact()?;
+        Ok(ArtifactDescription {
             path: a.path().to_owned(),
             abi_version: ABI_VERSION,
             fingerprint_hex: format!("{:#018x}", a.fingerprint),
@@ -131,26 +142,36 @@ impl NativeArtifact {
                     byte_count: o.byte_count as f64,
                 })
                 .collect(),
-        }
+        })
     }
 
     #[napi]
     pub fn instantiate(&self) -> napi::Result<NativeRuntime, Code> {
-        Instance::new(self.inner.clone())
-            .map(|i| NativeRuntime { artifact: self.inner.clone(), inner: RefCell::new(Some(Arc::new(Mutex::new(i)))) })
+        let artifact = self.artifact()?;
+        Instance::new(artifact.clone())
+            .map(|i| NativeRuntime { artifact: RefCell::new(Some(artifact)), inner: RefCell::new(Some(Arc::new(Mutex::new(i)))) })
             .map_err(js_err)
+    }
+
+    /// Drops this handle's share of the library, so that closing the last runtime unloads it
+    /// (and closes the memfd of a bytes load) now rather than when the GC runs finalizers,
+    /// which Node defers to a later turn of the event loop.
+    #[napi]
+    pub fn release(&self) {
+        self.inner.borrow_mut().take();
     }
 
     /// Copies a `run()` input into `staged`, for a run that starts later on another thread.
     #[napi]
     pub fn stage(&self, staged: &NativeStaged, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
-        let index = source_index(&self.inner, index)?;
-        let source = &self.inner.sources[index];
+        let artifact = self.artifact()?;
+        let index = source_index(&artifact, index)?;
+        let source = &artifact.sources[index];
         let view = js::view(&values).ok_or_else(|| js_err(unsupported(source, &values)))?;
         let feed = if is_storage(source, &values) {
-            self.inner.stage_storage(index, view)
+            artifact.stage_storage(index, view)
         } else {
-            self.inner.stage_values(index, view).map(Feed::into_owned)
+            artifact.stage_values(index, view).map(Feed::into_owned)
         };
         staged.feeds.borrow_mut().push(feed.map_err(js_err)?);
         Ok(())
@@ -274,7 +295,8 @@ fn unsupported(source: &SourceInfo, array: &TypedArray<'_>) -> Error {
 
 #[napi]
 pub struct NativeRuntime {
-    artifact: Arc<Artifact>,
+    /// Released on close, with the instance: see `NativeArtifact::release`.
+    artifact: RefCell<Option<Arc<Artifact>>>,
     /// `None` once closed. An async run holds a clone while it runs, so the instance is
     /// deinitialised (dropped) only after both let go.
     /// Every method takes `&self`: napi-rs keeps the borrow of a method that returns an
@@ -284,6 +306,10 @@ pub struct NativeRuntime {
 }
 
 impl NativeRuntime {
+    fn artifact(&self) -> napi::Result<Arc<Artifact>, Code> {
+        self.artifact.borrow().clone().ok_or_else(|| js_err(Error::Closed))
+    }
+
     /// The instance, for a call on the JavaScript thread; never waits for an async run.
     fn shared(&self) -> napi::Result<Arc<Mutex<Instance>>, Code> {
         self.inner.borrow().clone().ok_or_else(|| js_err(Error::Closed))
@@ -384,8 +410,9 @@ impl NativeRuntime {
     /// Logical values for a source (copied, or packed into runtime-owned storage).
     #[napi]
     pub fn set(&self, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
-        let index = source_index(&self.artifact, index)?;
-        let source = &self.artifact.sources[index];
+        let artifact = self.artifact()?;
+        let index = source_index(&artifact, index)?;
+        let source = &artifact.sources[index];
         let view = js::view(&values).ok_or_else(|| js_err(unsupported(source, &values)))?;
         self.with(|i| i.set(index, view).map_err(js_err))
     }
@@ -393,7 +420,8 @@ impl NativeRuntime {
     /// Zero-copy binding of physical storage; the array is held until rebound or closed.
     #[napi]
     pub fn bind(&self, env: Env, index: u32, storage: TypedArray<'_>) -> napi::Result<(), Code> {
-        let index = source_index(&self.artifact, index)?;
+        let artifact = self.artifact()?;
+        let index = source_index(&artifact, index)?;
         self.with(|i| Self::bind_array(&env, i, index, &storage))
     }
 
@@ -401,8 +429,9 @@ impl NativeRuntime {
     /// as `set`.
     #[napi]
     pub fn feed(&self, env: Env, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
-        let index = source_index(&self.artifact, index)?;
-        let source = &self.artifact.sources[index];
+        let artifact = self.artifact()?;
+        let index = source_index(&artifact, index)?;
+        let source = &artifact.sources[index];
         if is_storage(source, &values) {
             return self.with(|i| Self::bind_array(&env, i, index, &values));
         }
@@ -420,10 +449,11 @@ impl NativeRuntime {
     /// Where the host forbids external buffers, a JavaScript array is bound instead.
     #[napi]
     pub fn storage<'env>(&self, env: &'env Env, index: u32) -> napi::Result<Unknown<'env>, Code> {
-        let index = source_index(&self.artifact, index)?;
-        let source = &self.artifact.sources[index];
+        let artifact = self.artifact()?;
+        let index = source_index(&artifact, index)?;
+        let source = &artifact.sources[index];
         let dtype = source.tensor.dtype;
-        self.artifact.check_storage(index, dtype::storage_array(dtype), source.tensor.physical_bytes()).map_err(js_err)?;
+        artifact.check_storage(index, dtype::storage_array(dtype), source.tensor.physical_bytes()).map_err(js_err)?;
         let bytes = source.tensor.physical_bytes();
         let buf = AlignedBuf::zeroed(bytes, PACKED_ALIGNMENT).ok_or_else(|| {
             js_err(Error::OutOfMemory { what: format!("the storage of source {:?}", source.name), bytes, alignment: PACKED_ALIGNMENT })
@@ -463,9 +493,10 @@ impl NativeRuntime {
     /// Copies output `index` of the last run into `target`.
     #[napi]
     pub fn copy_output(&self, index: u32, mut target: TypedArray<'_>) -> napi::Result<(), Code> {
+        let artifact = self.artifact()?;
         let given = js::class_name(&target);
         let Some(view) = js::view_mut(&mut target) else {
-            let info = self.artifact.outputs.get(index as usize);
+            let info = artifact.outputs.get(index as usize);
             return Err(js_err(Error::DType {
                 name: format!("output {index}"),
                 dtype: info.map_or("?", |o| o.dtype.as_str()),
@@ -480,6 +511,7 @@ impl NativeRuntime {
     #[napi]
     pub fn close(&self) {
         self.inner.borrow_mut().take();
+        self.artifact.borrow_mut().take();
     }
 
     #[napi(getter)]

@@ -1,0 +1,88 @@
+#!/usr/bin/env node
+'use strict';
+
+// npm run stress: 1,000,000 tiny runs and 10,000 load/run/close cycles (paths and bytes),
+// failing when resident memory or open file descriptors grow past a small bound after
+// warm-up. `--short` (CI, through __test__/stress.spec.js) does a tenth of each.
+// Run with --expose-gc (npm run stress does) so that collected garbage is not counted.
+const fs = require('node:fs');
+const path = require('node:path');
+const { load } = require('..');
+const { fixture } = require('../__test__/fixtures/manifest');
+
+const short = process.argv.includes('--short');
+const RUNS = short ? 100_000 : 1_000_000;
+const CYCLES = short ? 1_000 : 10_000;
+const MAX_GROWTH_MB = 8;
+
+const turn = () => new Promise((resolve) => setImmediate(resolve));
+
+// Node runs native finalizers on a later turn of the event loop, so collect and yield.
+async function settle() {
+  for (let i = 0; i < 3; i++) {
+    if (globalThis.gc) globalThis.gc();
+    await turn();
+  }
+  return { rss: process.memoryUsage().rss / 2 ** 20, fds: fs.readdirSync('/proc/self/fd').length };
+}
+
+// Yields every 1,000 iterations, as a service between requests would.
+async function phase(name, total, step) {
+  const warmup = Math.ceil(total / 10);
+  for (let i = 0; i < warmup; i++) {
+    step(i);
+    if (i % 1000 === 999) await turn();
+  }
+  const before = await settle();
+  const t0 = process.hrtime.bigint();
+  for (let i = warmup; i < total; i++) {
+    step(i);
+    if (i % 1000 === 999) await turn();
+  }
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  const after = await settle();
+  return { name, iterations: total, seconds: +seconds.toFixed(2), rssBeforeMB: +before.rss.toFixed(1), rssAfterMB: +after.rss.toFixed(1), growthMB: +(after.rss - before.rss).toFixed(2), fdGrowth: after.fds - before.fds };
+}
+
+const rt = load(fixture('add'));
+const a = new Float32Array([1, 2, 3, 4]);
+const b = new Float32Array([0.5, 0.5, 0.5, 0.5]);
+const into = [new Float32Array(4)];
+const bytes = fs.readFileSync(fixture('add'));
+async function main() {
+  const results = [
+    await phase('tiny run()', RUNS, (i) => {
+      a[0] = i;
+      const [out] = rt.run({ a, b });
+      if (out.data[0] !== Math.fround(i + 0.5)) throw new Error(`run ${i} gave ${out.data[0]}`);
+    }),
+    await phase('tiny run({ into })', RUNS, () => rt.run({ a, b }, { into })),
+    await phase('load(path)/run/close', CYCLES, () => {
+      const r = load(fixture('add'));
+      r.run({ a, b });
+      r.close();
+    }),
+    await phase('load(bytes)/run/close', CYCLES, () => {
+      const r = load(bytes);
+      r.run({ a, b });
+      r.close();
+    }),
+    await phase('load/run, never closed (finalizers)', CYCLES, () => {
+      load(fixture('dtypes')).set('x', new Float32Array(6));
+    }),
+  ];
+  rt.close();
+
+  for (const r of results) console.log(`${r.name.padEnd(38)} ${String(r.iterations).padStart(9)} in ${String(r.seconds).padStart(6)} s  rss ${r.rssBeforeMB} -> ${r.rssAfterMB} MB (${r.growthMB >= 0 ? '+' : ''}${r.growthMB})  fds ${r.fdGrowth >= 0 ? '+' : ''}${r.fdGrowth}`);
+  const failed = results.filter((r) => r.growthMB > MAX_GROWTH_MB || r.fdGrowth > 0);
+  console.log(JSON.stringify({ ok: failed.length === 0, maxGrowthMB: MAX_GROWTH_MB, results }));
+  if (failed.length) {
+    console.error(`memory or descriptors grew past the bound (${MAX_GROWTH_MB} MB, 0 fds): ${failed.map((r) => r.name).join(', ')}`);
+    process.exit(1);
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
