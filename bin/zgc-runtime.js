@@ -1,0 +1,227 @@
+#!/usr/bin/env node
+'use strict';
+
+// npx zgc-runtime inspect|run|bench <artifact> ...: see `zgc-runtime --help`.
+const fs = require('node:fs');
+const path = require('node:path');
+const { load, ZgcError } = require('..');
+const { parseNpy, formatNpy, NpyError, ARRAYS } = require('../lib/npy');
+
+const USAGE = `usage: zgc-runtime <command> <artifact> [options]
+
+commands:
+  inspect <artifact> [--json]          ABI version, fingerprint, memory sizes, sources and outputs
+  run <artifact> [--input name=VALUES]... [--save DIR] [--json]
+                                       run once and print the outputs (or save them as .npy)
+                                       VALUES: a .npy file, or a comma list (1,2.5,-3; true,false for bool)
+  bench <artifact> [--runs N] [--seconds S] [--progress]
+                                       time runs with random inputs (default: 3 s, at most 1e6 runs)
+`;
+
+class UsageError extends Error {}
+
+function parseArgs(argv) {
+  const [command, artifact, ...rest] = argv;
+  if (command === undefined || command === '--help' || command === '-h' || command === 'help') return { command: 'help' };
+  if (!['inspect', 'run', 'bench'].includes(command)) throw new UsageError(`unknown command ${JSON.stringify(command)} (inspect, run, bench)`);
+  if (artifact === undefined || artifact.startsWith('--')) throw new UsageError(`${command} needs an artifact path`);
+  const options = { command, artifact, inputs: [], json: false, progress: false };
+  const allowed = { inspect: ['--json'], run: ['--input', '--save', '--json'], bench: ['--runs', '--seconds', '--progress'] }[command];
+  for (let i = 0; i < rest.length; i++) {
+    let arg = rest[i];
+    let value;
+    if (arg.includes('=') && arg.startsWith('--')) [arg, value] = [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)];
+    if (!allowed.includes(arg)) throw new UsageError(`${command} does not take ${JSON.stringify(rest[i])} (it takes ${allowed.join(', ')})`);
+    const needsValue = ['--input', '--save', '--runs', '--seconds'].includes(arg);
+    if (needsValue && value === undefined) {
+      value = rest[++i];
+      if (value === undefined) throw new UsageError(`${arg} needs a value`);
+    }
+    if (arg === '--json') options.json = true;
+    else if (arg === '--progress') options.progress = true;
+    else if (arg === '--input') options.inputs.push(value);
+    else if (arg === '--save') options.save = value;
+    else if (arg === '--runs' || arg === '--seconds') {
+      const n = Number(value);
+      if (!(n > 0) || (arg === '--runs' && !Number.isInteger(n))) throw new UsageError(`${arg} must be a positive ${arg === '--runs' ? 'integer' : 'number'}, got ${JSON.stringify(value)}`);
+      options[arg.slice(2)] = n;
+    }
+  }
+  return options;
+}
+
+function decodeF16(bits) {
+  const sign = bits & 0x8000 ? -1 : 1;
+  const exp = (bits >> 10) & 0x1f;
+  const frac = bits & 0x3ff;
+  if (exp === 0) return sign * frac * 2 ** -24;
+  if (exp === 31) return frac ? NaN : sign * Infinity;
+  return sign * (1 + frac / 1024) * 2 ** (exp - 15);
+}
+
+/** `name=file.npy` or `name=1,2,3` for one source. */
+function readInput(rt, spec) {
+  const eq = spec.indexOf('=');
+  if (eq <= 0) throw new UsageError(`--input ${JSON.stringify(spec)} must be name=file.npy or name=v1,v2,...`);
+  const name = spec.slice(0, eq);
+  const text = spec.slice(eq + 1);
+  const source = rt.sources.find((s) => s.name === name);
+  if (!source) throw new UsageError(`--input ${name}: the artifact has no source named ${JSON.stringify(name)} (its sources: ${rt.sources.map((s) => s.name).join(', ')})`);
+  if (text.endsWith('.npy')) {
+    let bytes;
+    try {
+      bytes = fs.readFileSync(text);
+    } catch (err) {
+      throw new UsageError(`--input ${name}: cannot read ${text}: ${err.code || err.message}`);
+    }
+    const npy = parseNpy(bytes, text);
+    if (npy.dtype !== source.dtype) throw new UsageError(`--input ${name}: ${text} holds ${npy.dtype}, source ${JSON.stringify(name)} is ${source.dtype}`);
+    if (npy.shape.join() !== source.shape.join()) throw new UsageError(`--input ${name}: ${text} has shape (${npy.shape.join(', ')}), source ${JSON.stringify(name)} has shape (${source.shape.join(', ')})`);
+    return [name, npy.data];
+  }
+  const parts = text.split(',').map((s) => s.trim());
+  const values = parts.map((p) => {
+    if (source.dtype === 'bool' && (p === 'true' || p === 'false')) return p === 'true';
+    const n = p === '' ? NaN : Number(p);
+    if (Number.isNaN(n) && p.toLowerCase() !== 'nan') throw new UsageError(`--input ${name}: ${JSON.stringify(p)} is not a number`);
+    return n;
+  });
+  return [name, source.shape.length === 0 && values.length === 1 ? values[0] : values];
+}
+
+function formatValues(dtype, data) {
+  const values = Array.from(data, dtype === 'f16' ? decodeF16 : Number);
+  const show = values.length > 20 ? [...values.slice(0, 10), '…', ...values.slice(-5)] : values;
+  return `[${show.join(', ')}]`;
+}
+
+function inspect(rt, json) {
+  const info = {
+    path: rt.path,
+    abiVersion: rt.abiVersion,
+    fingerprint: rt.fingerprintHex,
+    runtimeSize: rt.runtimeSize,
+    runtimeAlignment: rt.runtimeAlignment,
+    mutableBytes: rt.mutableBytes,
+    sources: rt.sources,
+    outputs: rt.outputs,
+  };
+  if (json) return JSON.stringify(info, null, 2);
+  const table = (rows, columns) => {
+    const width = columns.map((c) => Math.max(c.length, ...rows.map((r) => String(r[c]).length)));
+    const line = (cells) => cells.map((v, i) => String(v).padEnd(width[i])).join('  ').trimEnd();
+    return [line(columns), line(width.map((w) => '-'.repeat(w))), ...rows.map((r) => line(columns.map((c) => r[c])))].join('\n');
+  };
+  const shape = (s) => `[${s.join(', ')}]`;
+  return [
+    `artifact     ${rt.path}`,
+    `ABI version  ${rt.abiVersion}`,
+    `fingerprint  ${rt.fingerprintHex}`,
+    `runtime      ${rt.runtimeSize} bytes, aligned to ${rt.runtimeAlignment}; ${rt.mutableBytes} mutable bytes`,
+    '',
+    `sources (${rt.sources.length})`,
+    table(rt.sources.map((s) => ({ key: s.key, name: s.name, kind: s.kind, binding: s.binding, dtype: s.dtype, shape: shape(s.shape), strides: shape(s.strides), offset: s.offset, elements: s.elementCount, bytes: s.byteCount })), ['key', 'name', 'kind', 'binding', 'dtype', 'shape', 'strides', 'offset', 'elements', 'bytes']),
+    '',
+    `outputs (${rt.outputs.length})`,
+    table(rt.outputs.map((o, i) => ({ index: i, dtype: o.dtype, shape: shape(o.shape), elements: o.elementCount, bytes: o.byteCount })), ['index', 'dtype', 'shape', 'elements', 'bytes']),
+  ].join('\n');
+}
+
+function run(rt, options) {
+  const inputs = Object.fromEntries(options.inputs.map((spec) => readInput(rt, spec)));
+  const outputs = rt.run(inputs);
+  if (options.save) {
+    fs.mkdirSync(options.save, { recursive: true });
+    const files = outputs.map((o, i) => {
+      const file = path.join(options.save, `output-${i}.npy`);
+      fs.writeFileSync(file, formatNpy(o.dtype, o.shape, o.data));
+      return file;
+    });
+    return options.json ? JSON.stringify({ saved: files }) : files.map((f, i) => `output ${i} -> ${f}`).join('\n');
+  }
+  if (options.json) {
+    return JSON.stringify(outputs.map((o) => ({ dtype: o.dtype, shape: o.shape, data: Array.from(o.data, o.dtype === 'f16' ? decodeF16 : Number) })));
+  }
+  return outputs.map((o, i) => `output ${i}  ${o.dtype} [${o.shape.join(', ')}]  ${formatValues(o.dtype, o.data)}`).join('\n');
+}
+
+function randomValues(source, next) {
+  const n = source.shape.reduce((a, b) => a * b, 1);
+  const out = new ARRAYS[source.dtype === 'f16' ? 'f32' : source.dtype](n);
+  for (let k = 0; k < n; k++) {
+    const r = next();
+    out[k] = source.dtype === 'bool' ? (r < 0.5 ? 0 : 1) : source.dtype === 'i8' ? Math.floor(r * 256) - 128 : r * 2 - 1;
+  }
+  return out;
+}
+
+function bench(rt, options, out) {
+  let seed = 1;
+  const next = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+  for (const s of rt.sources) if (s.binding !== 'embedded') rt.set(s.name, randomValues(s, next));
+  const into = rt.outputs.map((o) => new (o.dtype === 'f16' ? Uint16Array : ARRAYS[o.dtype])(o.elementCount));
+  for (let i = 0; i < 10; i++) rt.run(undefined, { into });
+  const maxRuns = options.runs || 1e6;
+  const budget = options.runs ? Infinity : (options.seconds || 3) * 1e9;
+  const showBar = options.progress || (process.stderr.isTTY && (options.runs === undefined || options.runs > 1000));
+  const times = [];
+  const start = process.hrtime.bigint();
+  let lastDraw = 0;
+  for (let i = 0; i < maxRuns; i++) {
+    const t0 = process.hrtime.bigint();
+    rt.run(undefined, { into });
+    const t1 = process.hrtime.bigint();
+    times.push(Number(t1 - t0));
+    const elapsed = Number(t1 - start);
+    if (elapsed >= budget) break;
+    if (showBar && elapsed - lastDraw > 1e8) {
+      lastDraw = elapsed;
+      const done = Math.min(1, Math.max((i + 1) / maxRuns, elapsed / budget));
+      const filled = Math.round(done * 30);
+      process.stderr.write(`\r[${'#'.repeat(filled)}${'.'.repeat(30 - filled)}] ${(done * 100).toFixed(0).padStart(3)}%  ${i + 1} runs`);
+    }
+  }
+  if (showBar) process.stderr.write(`\r[${'#'.repeat(30)}] 100%  ${times.length} runs\n`);
+  times.sort((a, b) => a - b);
+  const at = (q) => times[Math.min(times.length - 1, Math.floor(q * times.length))];
+  const total = times.reduce((a, b) => a + b, 0);
+  const fmt = (ns) => (ns >= 1e6 ? `${(ns / 1e6).toFixed(3)} ms` : ns >= 1e3 ? `${(ns / 1e3).toFixed(2)} µs` : `${ns.toFixed(0)} ns`);
+  const result = { runs: times.length, medianNs: at(0.5), p90Ns: at(0.9), minNs: times[0], runsPerSecond: times.length / (total / 1e9) };
+  out(`${result.runs} runs: median ${fmt(result.medianNs)}, p90 ${fmt(result.p90Ns)}, min ${fmt(result.minNs)}, ${result.runsPerSecond.toFixed(0)} runs/s`);
+}
+
+function main(argv) {
+  let options;
+  try {
+    options = parseArgs(argv);
+  } catch (err) {
+    process.stderr.write(`zgc-runtime: ${err.message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (options.command === 'help') {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  let rt;
+  try {
+    rt = load(options.artifact, { f16: 'bits' });
+    if (options.command === 'inspect') console.log(inspect(rt, options.json));
+    else if (options.command === 'run') console.log(run(rt, options));
+    else bench(rt, options, console.log);
+    return 0;
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`zgc-runtime: ${err.message}\n`);
+      return 2;
+    }
+    if (err instanceof ZgcError || err instanceof NpyError || err instanceof TypeError || err instanceof RangeError) {
+      process.stderr.write(`zgc-runtime: ${err.code ? `${err.code}: ` : ''}${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  } finally {
+    if (rt) rt.close();
+  }
+}
+
+process.exitCode = main(process.argv.slice(2));

@@ -1,0 +1,118 @@
+//! The Rust core against real fixture libraries, without Node: compiled here with `cc` from
+//! `__test__/fixtures/`, loaded, run and closed through `Artifact` and `Instance`. This is
+//! also the suite run under valgrind memcheck (see README, Robustness).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use zgc_runtime::dtype::Elements;
+use zgc_runtime::instance::OutputData;
+use zgc_runtime::{Artifact, Instance};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("__test__").join("fixtures")
+}
+
+/// Builds `source` with `defines` into this test's own directory, once per name.
+fn build(name: &str, source: &str, defines: &[String]) -> String {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fixtures-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(format!("{name}.so"));
+    if !out.exists() {
+        let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+        cc.args(["-shared", "-fPIC", "-O1", "-o"]).arg(&out);
+        for d in defines {
+            cc.arg(format!("-D{d}"));
+        }
+        let status = cc.arg(fixtures().join(source)).status().expect("cc runs");
+        assert!(status.success(), "cc failed for {source}");
+    }
+    out.to_string_lossy().into_owned()
+}
+
+fn f32s(out: &OutputData) -> Vec<f32> {
+    match out {
+        OutputData::F32(v) => v.clone(),
+        _ => panic!("not f32"),
+    }
+}
+
+#[test]
+fn add_runs_many_times_and_from_bytes() {
+    let path = build("add", "add.c", &[]);
+    let bytes = std::fs::read(&path).unwrap();
+    for artifact in [Artifact::open(&path).unwrap(), Artifact::from_bytes(&bytes, "<bytes>").unwrap()] {
+        let artifact = Arc::new(artifact);
+        let (a, b) = (artifact.source_index("a").unwrap(), artifact.source_index("b").unwrap());
+        let mut rt = Instance::new(artifact.clone()).unwrap();
+        for k in 0..100 {
+            let x = [k as f32, 1.5, -2.0, 1e6];
+            let y = [0.25, k as f32 * 2.0, 3.0, -1e6];
+            rt.set(a, Elements::F32(&x)).unwrap();
+            rt.set(b, Elements::F32(&y)).unwrap();
+            rt.run().unwrap();
+            let want: Vec<f32> = x.iter().zip(&y).map(|(p, q)| p + q).collect();
+            assert_eq!(f32s(&rt.read_outputs(false).unwrap()[0]), want);
+        }
+    }
+}
+
+#[test]
+fn dtypes_packs_every_bound_layout() {
+    let artifact = Arc::new(Artifact::open(&build("dtypes", "dtypes.c", &[])).unwrap());
+    let idx = |n: &str| artifact.source_index(n).unwrap();
+    let mut rt = Instance::new(artifact.clone()).unwrap();
+    let x = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let wt = [0.5f32, -1.0, 2.0, 0.25, 4.0, -0.5];
+    let wp = [1.0f32, 1.0, 2.0, 2.0, 3.0, 3.0];
+    let wn = [0.0f32, 1.0, 0.0, 1.0, 0.0, 1.0];
+    rt.set(idx("x"), Elements::F32(&x)).unwrap();
+    rt.set(idx("wt"), Elements::F32(&wt)).unwrap();
+    rt.set(idx("wp"), Elements::F32(&wp)).unwrap();
+    rt.set(idx("wn"), Elements::F32(&wn)).unwrap();
+    rt.set(idx("h"), Elements::F32(&[1.0, 2.0, 3.0, 4.0])).unwrap();
+    rt.set(idx("hb"), Elements::F32(&[0.5, 0.25, 0.125])).unwrap();
+    rt.set(idx("q"), Elements::I8(&[1, 2, 3, 4, 5])).unwrap();
+    rt.set(idx("qb"), Elements::I8(&[1, -1, 2, -2])).unwrap();
+    rt.set(idx("m"), Elements::U8(&[1, 0, 1, 0, 1])).unwrap();
+    rt.set(idx("mb"), Elements::U8(&[1, 1, 0])).unwrap();
+    rt.set(idx("g"), Elements::F32(&[3.5])).unwrap();
+    rt.run().unwrap();
+    let outputs = rt.read_outputs(false).unwrap();
+    // o0 = x*wt + wp - wn + k[col], k = {0.5, -1, 2} (dtypes.c).
+    let k = [0.5f32, -1.0, 2.0];
+    let want: Vec<f32> = (0..6).map(|i| x[i] * wt[i] + wp[i] - wn[i] + k[i % 3]).collect();
+    assert_eq!(f32s(&outputs[0]), want);
+    assert_eq!(f32s(&outputs[5]), vec![7.0]);
+}
+
+#[test]
+fn every_status_is_an_error_and_the_instance_stays_usable() {
+    let artifact = Arc::new(Artifact::open(&build("status", "status.c", &[])).unwrap());
+    let mut rt = Instance::new(artifact.clone()).unwrap();
+    let run_status = artifact.source_index("run_status").unwrap();
+    rt.set(artifact.source_index("buf").unwrap(), Elements::F32(&[1.0, 2.0])).unwrap();
+    for status in [1i8, 2, 5, 9, 42, -3] {
+        rt.set(run_status, Elements::I8(&[status])).unwrap();
+        let err = rt.run().unwrap_err();
+        assert!(err.code().starts_with("ERR_ZGC_"), "{err}");
+    }
+    rt.set(run_status, Elements::I8(&[0])).unwrap();
+    rt.run().unwrap();
+    let failing = build("status-init-fails", "status.c", &["INIT_STATUS=10".into()]);
+    assert!(Instance::new(Arc::new(Artifact::open(&failing).unwrap())).is_err());
+}
+
+#[test]
+fn every_malformed_variant_is_refused_at_load() {
+    let manifest = std::fs::read_to_string(fixtures().join("manifest.js")).unwrap();
+    let rules: Vec<&str> = manifest.match_indices("rule: '").map(|(at, m)| &manifest[at + m.len()..]).map(|rest| &rest[..rest.find('\'').unwrap()]).collect();
+    assert!(rules.len() >= 25, "found {} rules", rules.len());
+    for rule in rules {
+        let path = build(&format!("malformed-{rule}"), "malformed.c", &[format!("BAD_{rule}")]);
+        let refused = Artifact::open(&path).and_then(|a| Instance::new(Arc::new(a)));
+        assert!(refused.is_err(), "malformed-{rule} was accepted");
+    }
+    let base = Artifact::open(&build("malformed-base", "malformed.c", &[])).unwrap();
+    Instance::new(Arc::new(base)).unwrap();
+}
