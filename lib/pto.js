@@ -4,7 +4,7 @@
 // one OS thread that library owns (the device context belongs to the thread that called
 // set_device); every method returns a Promise. The state machine in Rust (src/pto/host.rs)
 // refuses misuse before the library is called.
-const native = require('../native.js');
+const native = require('./native');
 const { resolvePath } = require('./runtime');
 
 /**

@@ -3,7 +3,7 @@
 const os = require('node:os');
 const path = require('node:path');
 const fs = require('node:fs');
-const native = require('../native.js');
+const native = require('./native');
 
 const { NativeArtifact, NativeStaged } = native;
 // One raw N-API function serves every runtime's run() in this thread (see src/sys/js_fast.rs).

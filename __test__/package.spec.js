@@ -1,0 +1,87 @@
+'use strict';
+
+// What a user's first minutes see: `npm pack` of the package and of its linux-x64-gnu
+// platform package (laid out by `napi create-npm-dirs`), installed from the tarballs into
+// fresh projects with no network, then used through require, import, the CLI and the types.
+const { execFileSync, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { fixture } = require('./helpers');
+
+const root = path.join(__dirname, '..');
+const { version } = require('../package.json');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-pack-'));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+const npm = (args, cwd, env = {}) => execFileSync('npm', args, { cwd, encoding: 'utf8', env: { ...process.env, ...env, npm_config_yes: 'true' }, stdio: ['ignore', 'pipe', 'pipe'] });
+let tarballs;
+
+beforeAll(() => {
+  // The platform package gets the addon `npm run build` made, as `napi artifacts` would copy it.
+  const platform = path.join(tmp, 'linux-x64-gnu');
+  fs.mkdirSync(platform);
+  fs.copyFileSync(path.join(root, 'npm', 'linux-x64-gnu', 'package.json'), path.join(platform, 'package.json'));
+  fs.copyFileSync(path.join(root, 'zgc-runtime.linux-x64-gnu.node'), path.join(platform, 'zgc-runtime.linux-x64-gnu.node'));
+  npm(['pack', '--pack-destination', tmp], root);
+  npm(['pack', '--pack-destination', tmp], platform);
+  tarballs = { main: path.join(tmp, `zgc-runtime-${version}.tgz`), platform: path.join(tmp, `zgc-runtime-linux-x64-gnu-${version}.tgz`) };
+}, 120000);
+
+function project(name) {
+  const dir = path.join(tmp, name);
+  fs.mkdirSync(dir);
+  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name, private: true, type: 'commonjs' }));
+  return dir;
+}
+
+describe('npm pack, then install from the tarballs with no network', () => {
+  test('the main tarball holds the JS, types, CLI and Rust sources but no binary; the platform one holds the binary', () => {
+    const list = (t) => execFileSync('tar', ['tzf', t], { encoding: 'utf8' }).split('\n').filter(Boolean);
+    const main = list(tarballs.main);
+    for (const f of ['index.js', 'index.mjs', 'index.d.ts', 'pto.d.ts', 'bin/zgc-runtime.js', 'lib/native.js', 'native.js', 'Cargo.toml', 'src/lib.rs']) expect(main).toContain(`package/${f}`);
+    expect(main.filter((f) => f.endsWith('.node'))).toEqual([]);
+    expect(main.some((f) => f.includes('__test__'))).toBe(false);
+    expect(list(tarballs.platform)).toEqual(expect.arrayContaining(['package/zgc-runtime.linux-x64-gnu.node', 'package/package.json']));
+    const manifest = JSON.parse(execFileSync('tar', ['xzOf', tarballs.main, 'package/package.json'], { encoding: 'utf8' }));
+    expect(manifest.optionalDependencies).toEqual({ 'zgc-runtime-linux-x64-gnu': version });
+    expect(manifest.exports['.']).toEqual({ types: './index.d.ts', import: './index.mjs', require: './index.js' });
+    expect(manifest.engines.node).toMatch(/>=\s*20/);
+  });
+
+  test('with the platform package: require, import, the pto subpath, the CLI and strict types all work', () => {
+    const app = project('app');
+    npm(['install', '--offline', '--no-audit', '--no-fund', tarballs.main, tarballs.platform], app);
+    const add = fixture('add');
+    const cjs = execFileSync(process.execPath, ['-e', `const { load } = require('zgc-runtime'); const rt = load(${JSON.stringify(add)}); console.log(Array.from(rt.run({ a: [1, 2, 3, 4], b: [10, 20, 30, 40] })[0].data).join())`], { cwd: app, encoding: 'utf8' });
+    expect(cjs.trim()).toBe('11,22,33,44');
+    const esm = execFileSync(process.execPath, ['--input-type=module', '-e', `import { load } from 'zgc-runtime'; import { load as ptoLoad } from 'zgc-runtime/pto'; const rt = load(${JSON.stringify(add)}); console.log(typeof ptoLoad, Array.from(rt.run({ a: [1, 1, 1, 1], b: [2, 2, 2, 2] })[0].data).join())`], { cwd: app, encoding: 'utf8' });
+    expect(esm.trim()).toBe('function 3,3,3,3');
+    const cli = execFileSync(path.join(app, 'node_modules', '.bin', 'zgc-runtime'), ['inspect', add, '--json'], { cwd: app, encoding: 'utf8' });
+    expect(JSON.parse(cli).sources.map((s) => s.name)).toEqual(['a', 'b']);
+    // The consumer's own strict TypeScript build against the installed types.
+    fs.writeFileSync(path.join(app, 'use.ts'), `import { load, Tensor } from 'zgc-runtime';\nimport { load as loadPto } from 'zgc-runtime/pto';\nconst out: Tensor[] = load('m.so').run({ a: new Float32Array(4) });\nconst lib = loadPto('p.so');\nconsole.log(out, lib.path);\n`);
+    const tsc = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--types', 'node', '--typeRoots', path.join(root, 'node_modules', '@types'), 'use.ts'], { cwd: app, encoding: 'utf8' });
+    expect(tsc.stdout + tsc.stderr).toBe('');
+    expect(tsc.status).toBe(0);
+  }, 120000);
+
+  test('without it (and no source build): require says which package is missing and the command that fixes it', () => {
+    const app = project('no-optional');
+    npm(['install', '--offline', '--no-audit', '--no-fund', '--omit=optional', tarballs.main], app, { ZGC_RUNTIME_SKIP_BUILD: '1' });
+    const r = spawnSync(process.execPath, ['-e', "require('zgc-runtime')"], { cwd: app, encoding: 'utf8' });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain(`optional package zgc-runtime-linux-x64-gnu@${version}, which is not installed`);
+    expect(r.stderr).toContain(`Fix: npm install zgc-runtime-linux-x64-gnu@${version}`);
+    expect(r.stderr).toContain('npm rebuild zgc-runtime --foreground-scripts');
+  }, 120000);
+
+  test('without it but with cargo: the install script builds the addon from the bundled sources', () => {
+    const app = project('from-source');
+    npm(['install', '--offline', '--no-audit', '--no-fund', '--omit=optional', '--foreground-scripts', tarballs.main], app);
+    expect(fs.existsSync(path.join(app, 'node_modules', 'zgc-runtime-linux-x64-gnu'))).toBe(false);
+    expect(fs.existsSync(path.join(app, 'node_modules', 'zgc-runtime', 'zgc-runtime.linux-x64-gnu.node'))).toBe(true);
+    const out = execFileSync(process.execPath, ['-e', `const { load } = require('zgc-runtime'); console.log(load(${JSON.stringify(fixture('add'))}).run({ a: [1, 2, 3, 4], b: [1, 1, 1, 1] })[0].data.join())`], { cwd: app, encoding: 'utf8' });
+    expect(out.trim()).toBe('2,3,4,5');
+  }, 600000);
+});
