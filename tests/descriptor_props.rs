@@ -2,7 +2,7 @@
 //! through `meta`, which must never panic, and must accept exactly what an independent oracle
 //! written from the ABI text accepts. Accepted BOUND layouts are then packed and unpacked by
 //! `layout` (bounds-checked indexing: an out-of-range access would panic the test).
-//! Failing cases are kept by proptest under `proptest-regressions/`; `CORPUS` below holds
+//! Failing cases are kept by proptest in `descriptor_props.proptest-regressions`; `CORPUS` holds
 //! hand-picked edge cases that run first, every time.
 
 use proptest::prelude::*;
