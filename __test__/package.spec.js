@@ -1,7 +1,7 @@
 'use strict';
 
 // What a user's first minutes see: `npm pack` of the package and of its linux-x64-gnu
-// platform package (laid out by `napi create-npm-dirs`), installed from the tarballs into
+// platform package (laid out by `napi create-npm-dirs`, packed by scripts/pack.js), installed into
 // fresh projects with no network, then used through require, import, the CLI and the types.
 const { execFileSync, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -18,14 +18,9 @@ const npm = (args, cwd, env = {}) => execFileSync('npm', args, { cwd, encoding: 
 let tarballs;
 
 beforeAll(() => {
-  // The platform package gets the addon `npm run build` made, as `napi artifacts` would copy it.
-  const platform = path.join(tmp, 'linux-x64-gnu');
-  fs.mkdirSync(platform);
-  fs.copyFileSync(path.join(root, 'npm', 'linux-x64-gnu', 'package.json'), path.join(platform, 'package.json'));
-  fs.copyFileSync(path.join(root, 'zgc-runtime.linux-x64-gnu.node'), path.join(platform, 'zgc-runtime.linux-x64-gnu.node'));
-  npm(['pack', '--pack-destination', tmp], root);
-  npm(['pack', '--pack-destination', tmp], platform);
-  tarballs = { main: path.join(tmp, `zgc-runtime-${version}.tgz`), platform: path.join(tmp, `zgc-runtime-linux-x64-gnu-${version}.tgz`) };
+  const out = execFileSync(process.execPath, [path.join(root, 'scripts', 'pack.js'), tmp], { encoding: 'utf8' });
+  const packed = JSON.parse(out.trim().split('\n').pop());
+  tarballs = { main: packed.main, platform: packed.platforms['linux-x64-gnu'] };
 }, 120000);
 
 function project(name) {
