@@ -160,7 +160,7 @@ class PtoLibrary {
 
   /** The OS thread id every call of this library runs on. */
   get threadId() {
-    return this.#native.threadId();
+    return this.#native.threadId;
   }
 }
 

@@ -110,14 +110,10 @@ impl NativePtoLibrary {
     }
 
     /// Which OS thread runs this library's calls (tests compare it with the fixture's record).
-    #[napi]
-    pub fn thread_id(&self) -> napi::Result<i64> {
-        self.library.call(|_| thread_tid()).map_err(|e| napi::Error::from_reason(e.to_string()))
+    #[napi(getter)]
+    pub fn thread_id(&self) -> i64 {
+        self.library.tid
     }
-}
-
-fn thread_tid() -> i64 {
-    std::fs::read_link("/proc/thread-self").ok().and_then(|p| p.file_name()?.to_str()?.parse().ok()).unwrap_or(-1)
 }
 
 /// A runtime of one library. Its storage lives on the library's thread; dropping this handle

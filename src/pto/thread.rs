@@ -11,6 +11,12 @@ pub struct HostThread<A: HostApi + 'static> {
     jobs: mpsc::Sender<Job<A>>,
     pub label: String,
     pub runtime_size: usize,
+    /// The OS thread id (Linux tid) of the library's thread; -1 where it cannot be read.
+    pub tid: i64,
+}
+
+fn current_tid() -> i64 {
+    std::fs::read_link("/proc/thread-self").ok().and_then(|p| p.file_name()?.to_str()?.parse().ok()).unwrap_or(-1)
 }
 
 /// The thread's name as `/proc/self/task/*/comm` shows it.
@@ -21,7 +27,7 @@ impl<A: HostApi + 'static> HostThread<A> {
     /// then serves jobs. Returns once the library is open, or with the reason it is not.
     pub fn spawn(label: String, open: impl FnOnce() -> Result<A, PtoError> + Send + 'static) -> Result<HostThread<A>, PtoError> {
         let (jobs, queue) = mpsc::channel::<Job<A>>();
-        let (opened, result) = mpsc::sync_channel::<Result<usize, PtoError>>(1);
+        let (opened, result) = mpsc::sync_channel::<Result<(usize, i64), PtoError>>(1);
         let stopped = || PtoError::Stopped { path: label.clone() };
         std::thread::Builder::new()
             .name(THREAD_NAME.into())
@@ -33,15 +39,15 @@ impl<A: HostApi + 'static> HostThread<A> {
                         return;
                     }
                 };
-                let _ = opened.send(Ok(host.runtime_size()));
+                let _ = opened.send(Ok((host.runtime_size(), current_tid())));
                 // Ends only when every sender is gone; loaded libraries keep theirs forever.
                 for job in queue {
                     job(&mut host);
                 }
             })
             .map_err(|e| PtoError::Load { path: label.clone(), reason: format!("cannot start its thread: {e}") })?;
-        let runtime_size = result.recv().map_err(|_| stopped())??;
-        Ok(HostThread { jobs, label, runtime_size })
+        let (runtime_size, tid) = result.recv().map_err(|_| stopped())??;
+        Ok(HostThread { jobs, label, runtime_size, tid })
     }
 
     /// Queues `job` behind every earlier one.
@@ -103,6 +109,7 @@ mod tests {
         let api = Threads(seen.clone());
         let thread = Arc::new(HostThread::spawn("fake".into(), move || Ok(api)).unwrap());
         assert_eq!(thread.runtime_size, 64);
+        assert!(thread.tid > 0 && thread.tid != current_tid());
         thread.call(|h| h.set_device(0)).unwrap().unwrap();
         let order = Arc::new(Mutex::new(Vec::new()));
         let callers: Vec<_> = (0..4)
