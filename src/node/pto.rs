@@ -40,7 +40,10 @@ fn settle<'env>(
     let (deferred, promise) = env.create_deferred::<PtoOutcome, Resolver>()?;
     library
         .submit(move |host| {
-            let result = job(host);
+            // Settle even if the job panics: an unsettled deferred would hang its caller.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut *host))).unwrap_or_else(|_| {
+                Err(PtoError::State { operation: "zgc-runtime", detail: "internal error: the call panicked on the library thread".into() })
+            });
             let state = runtime.map(|r| host.state(r).as_str().to_owned());
             let device = host.device();
             let outcome = match result {

@@ -41,8 +41,10 @@ impl<A: HostApi + 'static> HostThread<A> {
                 };
                 let _ = opened.send(Ok((host.runtime_size(), current_tid())));
                 // Ends only when every sender is gone; loaded libraries keep theirs forever.
+                // A job that panics (a broken invariant) must not take the thread, and every
+                // later call of the library, with it.
                 for job in queue {
-                    job(&mut host);
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut host)));
                 }
             })
             .map_err(|e| PtoError::Load { path: label.clone(), reason: format!("cannot start its thread: {e}") })?;
@@ -139,5 +141,13 @@ mod tests {
     fn a_library_that_fails_to_open_reports_why() {
         let err = HostThread::<Threads>::spawn("bad".into(), || Err(PtoError::Load { path: "bad".into(), reason: "no".into() }));
         assert_eq!(err.err().map(|e| e.code()), Some("ERR_PTO_LOAD"));
+    }
+
+    #[test]
+    fn a_job_that_panics_leaves_the_thread_serving() {
+        let api = Threads(Arc::new(Mutex::new(Vec::new())));
+        let thread = HostThread::spawn("fake".into(), move || Ok(api)).unwrap();
+        assert!(thread.call(|_| -> () { panic!("a broken invariant") }).is_err());
+        assert_eq!(thread.call(|h| h.set_device(0)).unwrap(), Ok(()));
     }
 }
