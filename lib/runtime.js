@@ -85,8 +85,7 @@ function abortError(signal) {
 
 class Runtime {
   #native;
-  #artifact;
-  /** The `openArtifact` result, shared by the runtimes of a pool: `users` counts them. */
+  /** The `openArtifact` result `{ native, fromBytes, users }`, shared by the runtimes of a pool. */
   #opened;
   #info;
   #byName;
@@ -108,7 +107,6 @@ class Runtime {
   /** @internal Use `load()`. */
   constructor(artifact, options) {
     const { native, fromBytes } = artifact;
-    this.#artifact = native;
     this.#opened = artifact;
     const description = native.describe();
     try {
@@ -317,7 +315,7 @@ class Runtime {
       const index = this.#index(name);
       const array = toTypedArray(this.#info.internal[index], inputs[name]);
       try {
-        this.#artifact.stage(staged, index, array);
+        this.#opened.native.stage(staged, index, array);
       } catch (err) {
         throw fromNative(err);
       }
@@ -420,7 +418,7 @@ class Runtime {
       this.#closed = true;
       this.#native.close();
       // The last runtime of an artifact unloads it now, not when finalizers get to run.
-      if (--this.#opened.users === 0) this.#artifact.release();
+      if (--this.#opened.users === 0) this.#opened.native.release();
     }
     for (const job of this.#queue.splice(0)) {
       if (job.signal) job.signal.removeEventListener('abort', job.onAbort);
