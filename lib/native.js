@@ -5,19 +5,12 @@
 // platform package is missing and how to get it, instead of a bare "Cannot find module".
 const path = require('node:path');
 const { version } = require('../package.json');
-
-function platformTriple() {
-  const { platform, arch } = process;
-  if (platform !== 'linux') return `${platform}-${arch}`;
-  const report = process.report && typeof process.report.getReport === 'function' ? process.report.getReport() : null;
-  const glibc = report && report.header && report.header.glibcVersionRuntime;
-  return `linux-${arch}-${glibc ? 'gnu' : 'musl'}`;
-}
+const { platformName } = require('./platform');
 
 const SUPPORTED = ['linux-x64-gnu'];
 
 function loadError(cause) {
-  const triple = platformTriple();
+  const triple = platformName();
   const pkg = `zgc-runtime-${triple}`;
   const lines = [`zgc-runtime: cannot load the native addon for ${triple}.`];
   if (SUPPORTED.includes(triple)) {

@@ -8,6 +8,7 @@
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
+const { platformName } = require('../lib/platform');
 
 const root = path.join(__dirname, '..');
 if (fs.existsSync(path.join(root, '.git')) || fs.existsSync(path.join(root, '__test__'))) process.exit(0);
@@ -30,8 +31,7 @@ if (build.status !== 0) {
   console.warn('zgc-runtime: the source build failed; require() will say how to fix it.');
   process.exit(0);
 }
-const triple = `${process.platform}-${process.arch}${process.platform === 'linux' ? (process.report.getReport().header.glibcVersionRuntime ? '-gnu' : '-musl') : ''}`;
 const built = path.join(root, 'target', 'release', process.platform === 'darwin' ? 'libzgc_runtime.dylib' : 'libzgc_runtime.so');
-fs.copyFileSync(built, path.join(root, `zgc-runtime.${triple}.node`));
+fs.copyFileSync(built, path.join(root, `zgc-runtime.${platformName()}.node`));
 fs.rmSync(path.join(root, 'target'), { recursive: true, force: true });
 console.log(loads() ? 'zgc-runtime: addon built from source.' : 'zgc-runtime: the built addon does not load; require() will say why.');

@@ -1,0 +1,15 @@
+'use strict';
+
+/**
+ * napi-rs's name for this platform (`linux-x64-gnu`, `darwin-arm64`, ...): the suffix of the
+ * addon file `zgc-runtime.<name>.node` and of the platform package `zgc-runtime-<name>`.
+ */
+function platformName() {
+  const { platform, arch } = process;
+  if (platform !== 'linux') return `${platform}-${arch}`;
+  const report = process.report && typeof process.report.getReport === 'function' ? process.report.getReport() : null;
+  const glibc = report && report.header && report.header.glibcVersionRuntime;
+  return `linux-${arch}-${glibc ? 'gnu' : 'musl'}`;
+}
+
+module.exports = { platformName };
