@@ -28,17 +28,17 @@ async function settle() {
 
 // Yields every 1,000 iterations, as a service between requests would.
 async function phase(name, total, step) {
+  const steps = async (from, to) => {
+    for (let i = from; i < to; i++) {
+      step(i);
+      if (i % 1000 === 999) await turn();
+    }
+  };
   const warmup = Math.ceil(total / 10);
-  for (let i = 0; i < warmup; i++) {
-    step(i);
-    if (i % 1000 === 999) await turn();
-  }
+  await steps(0, warmup);
   const before = await settle();
   const t0 = process.hrtime.bigint();
-  for (let i = warmup; i < total; i++) {
-    step(i);
-    if (i % 1000 === 999) await turn();
-  }
+  await steps(warmup, total);
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
   const after = await settle();
   return { name, iterations: total, seconds: +seconds.toFixed(2), rssBeforeMB: +before.rss.toFixed(1), rssAfterMB: +after.rss.toFixed(1), growthMB: +(after.rss - before.rss).toFixed(2), fdGrowth: after.fds - before.fds };
