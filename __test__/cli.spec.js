@@ -133,3 +133,15 @@ describe('zgc-runtime bench', () => {
     expect(r.stderr).toMatch(/\[#{30}\] 100%/);
   });
 });
+
+describe('zgc-runtime build-from-source', () => {
+  test('where the addon loads it builds nothing; it takes only --force; help lists it', () => {
+    const r = cli('build-from-source');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('the native addon already loads here; nothing to build');
+    const bad = cli('build-from-source', '--release');
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain('build-from-source does not take "--release" (it takes --force)');
+    expect(cli('--help').stdout).toMatch(/build-from-source \[--force\]\s+build the native addon with cargo/);
+  });
+});

@@ -44,6 +44,15 @@ describe('npm pack, then install from the tarballs with no network', () => {
     expect(manifest.engines.node).toMatch(/>=\s*20/);
   });
 
+  test('the package has no lifecycle script: npm runs nothing of ours and prints no install-script warning', () => {
+    const manifest = JSON.parse(execFileSync('tar', ['xzOf', tarballs.main, 'package/package.json'], { encoding: 'utf8' }));
+    for (const hook of ['preinstall', 'install', 'postinstall', 'prepare']) expect(manifest.scripts || {}).not.toHaveProperty(hook);
+    const app = project('quiet');
+    const r = spawnSync('npm', ['install', '--offline', '--no-audit', '--no-fund', tarballs.main, tarballs.platform], { cwd: app, encoding: 'utf8' });
+    expect(r.status).toBe(0);
+    expect(r.stdout + r.stderr).not.toMatch(/install.scripts|allowScripts/i);
+  }, 120000);
+
   test('with the platform package: require, import, the pto subpath, the CLI and strict types all work', () => {
     const app = project('app');
     npm(['install', '--offline', '--no-audit', '--no-fund', tarballs.main, tarballs.platform], app);
@@ -61,22 +70,33 @@ describe('npm pack, then install from the tarballs with no network', () => {
     expect(tsc.status).toBe(0);
   }, 120000);
 
-  test('without it (and no source build): require says which package is missing and the command that fixes it', () => {
+  test('without it: require says which package is missing and the commands that fix it', () => {
     const app = project('no-optional');
-    npm(['install', '--offline', '--no-audit', '--no-fund', '--omit=optional', tarballs.main], app, { ZGC_RUNTIME_SKIP_BUILD: '1' });
+    npm(['install', '--offline', '--no-audit', '--no-fund', '--omit=optional', tarballs.main], app);
     const r = spawnSync(process.execPath, ['-e', "require('zgc-runtime')"], { cwd: app, encoding: 'utf8' });
     expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain('ERR_ZGC_NATIVE_MISSING');
     expect(r.stderr).toContain(`optional package zgc-runtime-linux-x64-gnu@${version}, which is not installed`);
     expect(r.stderr).toContain(`Fix: npm install zgc-runtime-linux-x64-gnu@${version}`);
-    expect(r.stderr).toContain('npm rebuild zgc-runtime --foreground-scripts');
+    expect(r.stderr).toContain('npx zgc-runtime build-from-source');
   }, 120000);
 
-  test('without it but with cargo: the install script builds the addon from the bundled sources', () => {
+  test('without it but with cargo: `npx zgc-runtime build-from-source` builds the addon from the bundled sources', () => {
     const app = project('from-source');
-    npm(['install', '--offline', '--no-audit', '--no-fund', '--omit=optional', '--foreground-scripts', tarballs.main], app);
+    npm(['install', '--offline', '--no-audit', '--no-fund', '--omit=optional', tarballs.main], app);
     expect(fs.existsSync(path.join(app, 'node_modules', 'zgc-runtime-linux-x64-gnu'))).toBe(false);
-    expect(fs.existsSync(path.join(app, 'node_modules', 'zgc-runtime', 'zgc-runtime.linux-x64-gnu.node'))).toBe(true);
+    const bin = path.join(app, 'node_modules', '.bin', 'zgc-runtime');
+    const built = spawnSync(bin, ['build-from-source'], { cwd: app, encoding: 'utf8' });
+    expect(built.stdout).toContain('addon built from source');
+    expect(built.status).toBe(0);
+    const pkg = path.join(app, 'node_modules', 'zgc-runtime');
+    expect(fs.existsSync(path.join(pkg, 'zgc-runtime.linux-x64-gnu.node'))).toBe(true);
+    expect(fs.existsSync(path.join(pkg, 'target'))).toBe(false); // the build's scratch is gone
     const out = execFileSync(process.execPath, ['-e', `const { load } = require('zgc-runtime'); console.log(load(${JSON.stringify(fixture('add'))}).run({ a: [1, 2, 3, 4], b: [1, 1, 1, 1] })[0].data.join())`], { cwd: app, encoding: 'utf8' });
     expect(out.trim()).toBe('2,3,4,5');
+    // Once it loads, the command says so and builds nothing.
+    const again = spawnSync(bin, ['build-from-source'], { cwd: app, encoding: 'utf8' });
+    expect(again.status).toBe(0);
+    expect(again.stdout).toContain('already loads here; nothing to build');
   }, 600000);
 });

@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 'use strict';
 
-// npx zgc-runtime inspect|run|bench <artifact> ...: see `zgc-runtime --help`.
+// npx zgc-runtime inspect|run|bench <artifact> ... | build-from-source: see `zgc-runtime --help`.
 const fs = require('node:fs');
 const path = require('node:path');
-const { load, ZgcError } = require('..');
 const { parseNpy, formatNpy, NpyError, ARRAYS } = require('../lib/npy');
+const { ZgcError } = require('../lib/errors');
 
 const USAGE = `usage: zgc-runtime <command> <artifact> [options]
 
@@ -16,6 +16,7 @@ commands:
                                        VALUES: a .npy file, or a comma list (1,2.5,-3; true,false for bool)
   bench <artifact> [--runs N] [--seconds S] [--progress]
                                        time runs with random inputs (default: 3 s, at most 1e6 runs)
+  build-from-source [--force]          build the native addon with cargo where no prebuilt one loads
 `;
 
 class UsageError extends Error {}
@@ -23,7 +24,12 @@ class UsageError extends Error {}
 function parseArgs(argv) {
   const [command, artifact, ...rest] = argv;
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') return { command: 'help' };
-  if (!['inspect', 'run', 'bench'].includes(command)) throw new UsageError(`unknown command ${JSON.stringify(command)} (inspect, run, bench)`);
+  if (command === 'build-from-source') {
+    const extra = [artifact, ...rest].filter((a) => a !== undefined && a !== '--force');
+    if (extra.length > 0) throw new UsageError(`build-from-source does not take ${JSON.stringify(extra[0])} (it takes --force)`);
+    return { command, force: artifact === '--force' || rest.includes('--force') };
+  }
+  if (!['inspect', 'run', 'bench'].includes(command)) throw new UsageError(`unknown command ${JSON.stringify(command)} (inspect, run, bench, build-from-source)`);
   if (artifact === undefined || artifact.startsWith('--')) throw new UsageError(`${command} needs an artifact path`);
   const options = { command, artifact, inputs: [], json: false, progress: false };
   const allowed = { inspect: ['--json'], run: ['--input', '--save', '--json'], bench: ['--runs', '--seconds', '--progress'] }[command];
@@ -202,9 +208,11 @@ function main(argv) {
     process.stdout.write(USAGE);
     return 0;
   }
+  // Before anything loads the addon: this command is how a missing one is made.
+  if (options.command === 'build-from-source') return require('../lib/build-from-source').buildFromSource({ force: options.force });
   let rt;
   try {
-    rt = load(options.artifact, { f16: 'bits' });
+    rt = require('..').load(options.artifact, { f16: 'bits' });
     if (options.command === 'inspect') console.log(inspect(rt, options.json));
     else if (options.command === 'run') console.log(run(rt, options));
     else bench(rt, options, console.log);

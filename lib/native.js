@@ -23,7 +23,7 @@ function loadError(cause) {
     lines.push(`There is no prebuilt binary for ${triple} (prebuilt: ${SUPPORTED.join(', ')}).`);
   }
   lines.push(
-    `Or build it from source (needs Rust's cargo and a C compiler): npm rebuild zgc-runtime --foreground-scripts`,
+    `Or build it from source (needs Rust's cargo and a C compiler): npx zgc-runtime build-from-source`,
     `Cause: ${cause && cause.message ? cause.message.split('\n')[0] : cause}`,
   );
   const err = new Error(lines.join('\n'));

@@ -29,6 +29,7 @@ function callerOf(arity) {
 const { ZgcError, fromNative } = require('./errors');
 const { toTypedArray } = require('./values');
 
+const { hasOwn } = Object;
 const dispose = Symbol.dispose || Symbol.for('nodejs.dispose');
 
 const OUTPUT_ARRAYS = { f32: Float32Array, i8: Int8Array, bool: Uint8Array };
@@ -234,8 +235,11 @@ class Runtime {
     let n = first;
     if (inputs !== undefined && inputs !== null) {
       if (typeof inputs !== 'object') throw new TypeError(`run() inputs must be an object of source names to values, got ${typeof inputs}`);
-      // for-in (own and inherited enumerable names) costs a fraction of Object.keys().
-      for (const name in inputs) {
+      // Own enumerable string keys, as Object.keys() (and so runAsync and pools) gives them:
+      // for-in also walks the prototype chain, so its inherited names are skipped.
+      const names = Object.keys(inputs);
+      for (let k = 0; k < names.length; k++) {
+        const name = names[k];
         const index = this.#index(name);
         if (n === args.length) throw new ZgcError('ERR_ZGC_VALUE', `run() inputs name source ${JSON.stringify(name)} more than once`);
         args[n++] = index;
