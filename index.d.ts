@@ -6,8 +6,22 @@ export type SourceKind = 'input' | 'parameter' | 'constant' | 'state'
 export type SourceBinding = 'owned' | 'bound' | 'embedded'
 
 export interface LoadOptions {
-  /** How f16 outputs come back: exact values in a Float32Array (default), or raw bits. */
-  f16?: 'float32' | 'bits'
+  /**
+   * How f16 outputs (and `storage()` of f16 sources) come back: exact values in a Float32Array
+   * (default), raw bits in a Uint16Array, or a Float16Array (only where the host has one:
+   * Node 24+, Bun, Deno, Node 22 with --js-float16array; elsewhere load throws a TypeError).
+   */
+  f16?: 'float32' | 'bits' | 'float16'
+}
+
+/**
+ * A Float16Array, typed by its shape so that these declarations compile without TypeScript's
+ * `esnext.float16` lib; with that lib, a `Float16Array` is one.
+ */
+export interface Float16ArrayLike extends ArrayBufferView {
+  readonly [Symbol.toStringTag]: 'Float16Array'
+  readonly length: number
+  [index: number]: number
 }
 
 /** One source of the compiled graph, as its descriptor gives it. */
@@ -36,7 +50,7 @@ export interface OutputInfo {
 }
 
 /** The TypedArray an output of each dtype comes back as. */
-export type TensorData = Float32Array | Uint16Array | Int8Array | Uint8Array
+export type TensorData = Float32Array | Uint16Array | Int8Array | Uint8Array | Float16ArrayLike
 
 /** One output of a run, C-contiguous. */
 export interface Tensor {
@@ -49,12 +63,13 @@ export interface Tensor {
  * Values for a source, in logical C order: a TypedArray of its dtype (f32: Float32Array;
  * f16: Float32Array/Float64Array, rounded to nearest even, or Uint16Array bits; i8:
  * Int8Array; bool: Uint8Array of 0/1), a plain array of numbers (booleans for bool), or a
- * number for a one-element source.
+ * number for a one-element source. f16 also takes a Float16Array where the host has one.
  */
 export type SourceValues =
   | Float32Array
   | Float64Array
   | Uint16Array
+  | Float16ArrayLike
   | Int8Array
   | Uint8Array
   | ReadonlyArray<number>
@@ -62,8 +77,8 @@ export type SourceValues =
   | number
   | boolean
 
-/** Physical storage for `bind()`: `elementCount` elements (f16 as Uint16Array bits). */
-export type BoundStorage = Float32Array | Uint16Array | Int8Array | Uint8Array
+/** Physical storage for `bind()`: `elementCount` elements (f16 as Uint16Array bits, or a Float16Array). */
+export type BoundStorage = Float32Array | Uint16Array | Int8Array | Uint8Array | Float16ArrayLike
 
 export type Inputs = Readonly<Record<string, SourceValues>>
 
@@ -158,8 +173,8 @@ export declare class Runtime implements Disposable {
   [Symbol.dispose](): void
 }
 
-/** One array per output: its dtype's TypedArray (f16: Float32Array, or Uint16Array with `f16: 'bits'`), `elementCount` long. */
-export type OutputArray = Float32Array | Uint16Array | Int8Array | Uint8Array
+/** One array per output, `elementCount` long: its dtype's TypedArray (f16: Float32Array of values, Uint16Array of bits, or a Float16Array). */
+export type OutputArray = Float32Array | Uint16Array | Int8Array | Uint8Array | Float16ArrayLike
 
 export interface RunOptions {
   into?: readonly OutputArray[]

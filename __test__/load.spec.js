@@ -100,7 +100,7 @@ describe('load() and what a Runtime tells about its artifact', () => {
 
   test('arguments that are neither a path nor bytes are a TypeError', () => {
     for (const bad of [undefined, null, 42, {}, new Float32Array(4)]) expect(() => load(bad)).toThrow(TypeError);
-    expect(() => load(fixture('add'), { f16: 'half' })).toThrow(/f16 must be 'float32' or 'bits'/);
+    expect(() => load(fixture('add'), { f16: 'half' })).toThrow(/f16 must be 'float32', 'bits' or 'float16', got "half"/);
     expect(() => load(fixture('add'), 'bits')).toThrow(TypeError);
   });
 

@@ -2,29 +2,10 @@
 
 const { load, ZgcError } = require('..');
 const { fixture, rng, f16Bits, f16Value, f16Round, toPhysical, randomF32, randomInts } = require('./helpers');
-const { expectDtypes } = require('./dtypes-model');
+const { expectDtypes, randomDtypeValues } = require('./dtypes-model');
 
 function source(rt, name) {
   return rt.sources.find((s) => s.name === name);
-}
-
-function randomDtypeValues(seed) {
-  const next = rng(seed);
-  // Multiples of 2^-10 within +-8 keep f16 sums exact in f32 (so C rounds once, as we do).
-  const halfs = (n) => randomInts(next, n, -8192, 8192).map((v) => v / 1024);
-  return {
-    x: randomF32(next, 6),
-    wt: randomF32(next, 6),
-    wp: randomF32(next, 6),
-    wn: randomF32(next, 6),
-    h: halfs(4),
-    hb: halfs(3),
-    q: randomInts(next, 5, -128, 127),
-    qb: randomInts(next, 4, -128, 127),
-    m: randomInts(next, 5, 0, 1).map(Boolean),
-    mb: randomInts(next, 3, 0, 1).map(Boolean),
-    g: Math.fround(next() * 100),
-  };
 }
 
 function plain(tensor) {

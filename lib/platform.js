@@ -12,4 +12,11 @@ function platformName() {
   return `linux-${arch}-${glibc ? 'gnu' : 'musl'}`;
 }
 
-module.exports = { platformName };
+/** The JavaScript host and its version, for messages: `Node v24.1.0`, `Bun 1.2.0`, `Deno 2.1.0`. */
+function hostName() {
+  if (process.versions.bun) return `Bun ${process.versions.bun}`;
+  if (globalThis.Deno && globalThis.Deno.version) return `Deno ${globalThis.Deno.version.deno}`;
+  return `Node ${process.version}`;
+}
+
+module.exports = { platformName, hostName };

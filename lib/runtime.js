@@ -27,7 +27,8 @@ function callerOf(arity) {
   return caller;
 }
 const { ZgcError, fromNative } = require('./errors');
-const { toTypedArray } = require('./values');
+const { toTypedArray, isFloat16Array, f16Bits } = require('./values');
+const { hostName } = require('./platform');
 
 const { hasOwn } = Object;
 const dispose = Symbol.dispose || Symbol.for('nodejs.dispose');
@@ -58,10 +59,20 @@ function checkOptions(options) {
   if (options === undefined) return { f16: 'float32' };
   if (typeof options !== 'object' || options === null) throw new TypeError('load options must be an object');
   const f16 = options.f16 === undefined ? 'float32' : options.f16;
-  if (f16 !== 'float32' && f16 !== 'bits') {
-    throw new TypeError(`load option f16 must be 'float32' or 'bits', got ${JSON.stringify(f16)}`);
+  if (f16 !== 'float32' && f16 !== 'bits' && f16 !== 'float16') {
+    throw new TypeError(`load option f16 must be 'float32', 'bits' or 'float16', got ${JSON.stringify(f16)}`);
+  }
+  if (f16 === 'float16' && typeof globalThis.Float16Array !== 'function') {
+    throw new TypeError(
+      `load option f16: 'float16' needs a global Float16Array, and ${hostName()} has none (Node 24 and later, Bun and Deno have it; Node 22 behind --js-float16array); use 'float32' or 'bits'`,
+    );
   }
   return { f16 };
+}
+
+/** Tensor data for an output the native layer wrote: f16 bits become a Float16Array over the same memory when asked. */
+function asFloat16(bits) {
+  return new globalThis.Float16Array(bits.buffer, bits.byteOffset, bits.length);
 }
 
 /** Opens an artifact (path or bytes) and validates it: the shared step of `load` and pools. */
@@ -90,8 +101,14 @@ class Runtime {
   #opened;
   #info;
   #byName;
+  /** Per output, the TypedArray class the native layer writes (f16: Float32Array, or Uint16Array bits). */
   #outputArrays;
+  /** Per output, null, or `asFloat16` for f16 outputs given back as Float16Array. */
+  #wrap;
+  /** Outputs of dtype f16, whose `into` arrays may be Float16Arrays. */
+  #f16Outputs;
   #f16Bits;
+  #float16;
   /** Async runs not started yet, in call order: `{ staged, resolve, reject, signal, onAbort }`. */
   #queue = [];
   #running = false;
@@ -117,9 +134,13 @@ class Runtime {
       throw fromNative(err);
     }
     artifact.users++;
-    this.#f16Bits = checkOptions(options).f16 === 'bits';
+    const f16Option = checkOptions(options).f16;
+    this.#float16 = f16Option === 'float16';
+    this.#f16Bits = f16Option !== 'float32';
     const f16 = this.#f16Bits ? Uint16Array : Float32Array;
     this.#outputArrays = description.outputs.map((o) => (o.dtype === 'f16' ? f16 : OUTPUT_ARRAYS[o.dtype]));
+    this.#wrap = description.outputs.map((o) => (o.dtype === 'f16' && this.#float16 ? asFloat16 : null));
+    this.#f16Outputs = description.outputs.flatMap((o, i) => (o.dtype === 'f16' ? [i] : []));
     this.#byName = new Map(description.sources.map((s, i) => [s.name, i]));
     this.#args = new Array(3 + description.outputs.length + 2 * description.sources.length).fill(undefined);
     this.#args[0] = this.#native.handle();
@@ -210,8 +231,9 @@ class Runtime {
         { source: source.name },
       );
     }
+    const physical = source.dtype === 'f16' && isFloat16Array(storage) ? f16Bits(storage, `source ${JSON.stringify(source.name)}`) : storage;
     try {
-      this.#native.bind(index, storage);
+      this.#native.bind(index, physical);
     } catch (err) {
       throw fromNative(err);
     }
@@ -231,6 +253,9 @@ class Runtime {
     for (let i = 0; i < outputCount; i++) {
       args[3 + i] = into !== undefined ? into[i] : this.#scratch[i] || new this.#outputArrays[i](this.#info.outputs[i].elementCount);
     }
+    if (into !== undefined) {
+      for (const i of this.#f16Outputs) if (ArrayBuffer.isView(into[i]) && isFloat16Array(into[i])) args[3 + i] = f16Bits(into[i], `output ${i}`);
+    }
     const first = 3 + outputCount;
     let n = first;
     if (inputs !== undefined && inputs !== null) {
@@ -241,7 +266,6 @@ class Runtime {
       for (let k = 0; k < names.length; k++) {
         const name = names[k];
         const index = this.#index(name);
-        if (n === args.length) throw new ZgcError('ERR_ZGC_VALUE', `run() inputs name source ${JSON.stringify(name)} more than once`);
         args[n++] = index;
         args[n++] = toTypedArray(this.#info.internal[index], inputs[name]);
       }
@@ -261,7 +285,8 @@ class Runtime {
     for (let i = 0; i < outputCount; i++) {
       const info = this.#info.outputs[i];
       const scratch = this.#scratch[i];
-      tensors[i] = { dtype: info.dtype, shape: info.shape, data: scratch ? scratch.slice() : args[3 + i] };
+      const data = scratch ? scratch.slice() : args[3 + i];
+      tensors[i] = { dtype: info.dtype, shape: info.shape, data: this.#wrap[i] === null ? data : this.#wrap[i](data) };
     }
     this.#release(n);
     return tensors;
@@ -366,7 +391,7 @@ class Runtime {
       (result) => {
         done();
         if (Array.isArray(result)) {
-          job.resolve(result.map((data, i) => ({ dtype: this.#info.outputs[i].dtype, shape: this.#info.outputs[i].shape, data })));
+          job.resolve(result.map((data, i) => ({ dtype: this.#info.outputs[i].dtype, shape: this.#info.outputs[i].shape, data: this.#wrap[i] === null ? data : this.#wrap[i](data) })));
         } else {
           job.reject(fromNative(result));
         }
@@ -386,11 +411,14 @@ class Runtime {
   storage(name) {
     this.#open();
     const index = this.#index(name);
+    let storage;
     try {
-      return this.#native.storage(index);
+      storage = this.#native.storage(index);
     } catch (err) {
       throw fromNative(err);
     }
+    // With f16: 'float16', f16 storage is a Float16Array over the same (runtime-owned) memory.
+    return this.#float16 && this.#info.internal[index].dtype === 'f16' ? asFloat16(storage) : storage;
   }
 
   /** Output `index` of the last run, as a new Tensor. */
@@ -410,7 +438,7 @@ class Runtime {
     } catch (err) {
       throw fromNative(err);
     }
-    return { dtype: info.dtype, shape: info.shape, data };
+    return { dtype: info.dtype, shape: info.shape, data: this.#wrap[index] === null ? data : this.#wrap[index](data) };
   }
 
   /**

@@ -58,9 +58,39 @@ function fromArray(source, values) {
   }
 }
 
+/**
+ * Whether `array` (a TypedArray) is a Float16Array. By its tag, not `instanceof`: arrays from
+ * another realm (a vm context, Jest's sandbox) have another constructor.
+ */
+function isFloat16Array(array) {
+  return array[Symbol.toStringTag] === 'Float16Array';
+}
+
+/** Per Float16Array, the Uint16Array over its bytes, so that a loop reusing one allocates none. */
+const bitViews = new WeakMap();
+
+/**
+ * The f16 bits of a Float16Array, as the Uint16Array over the same memory that the native
+ * layer takes for f16 (binary16 is what both hold): no copy, and a binding of it is zero-copy.
+ */
+function f16Bits(array, what) {
+  let bits = bitViews.get(array);
+  if (bits === undefined || bits.length !== array.length) {
+    try {
+      bits = new Uint16Array(array.buffer, array.byteOffset, array.length);
+    } catch {
+      throw new ZgcError('ERR_ZGC_DETACHED', `${what}: the Float16Array's buffer was detached or transferred`);
+    }
+    bitViews.set(array, bits);
+  }
+  return bits;
+}
+
 /** The TypedArray to hand to the native layer for `values` given to `source`. */
 function toTypedArray(source, values) {
-  if (ArrayBuffer.isView(values) && !(values instanceof DataView)) return values;
+  if (ArrayBuffer.isView(values) && !(values instanceof DataView)) {
+    return source.dtype === 'f16' && isFloat16Array(values) ? f16Bits(values, `source ${JSON.stringify(source.name)}`) : values;
+  }
   if (Array.isArray(values)) return fromArray(source, values);
   if (typeof values === 'number' || typeof values === 'boolean') {
     if (source.logicalCount !== 1) {
@@ -79,4 +109,4 @@ function toTypedArray(source, values) {
   );
 }
 
-module.exports = { toTypedArray };
+module.exports = { toTypedArray, isFloat16Array, f16Bits };

@@ -39,7 +39,7 @@ pub fn storage_array(dtype: DType) -> &'static str {
 /// What `set`/`run` accept for a dtype, for messages.
 pub fn value_arrays(dtype: DType) -> &'static str {
     match dtype {
-        DType::F16 => "a Float32Array or Float64Array (rounded to f16) or a Uint16Array of f16 bits",
+        DType::F16 => "a Float32Array or Float64Array (rounded to f16), a Uint16Array of f16 bits or a Float16Array",
         DType::F32 => "a Float32Array",
         DType::I8 => "an Int8Array",
         DType::Bool => "a Uint8Array of 0 and 1",
@@ -146,16 +146,23 @@ pub fn output_target<'a>(what: impl FnOnce() -> String, dtype: DType, target: El
         (DType::F16, ElementsMut::F32(v)) => Ok(OutputTarget::DecodeF16(v)),
         (DType::I8, ElementsMut::I8(v)) => Ok(OutputTarget::Direct(bytes_of_mut(v))),
         (DType::Bool, ElementsMut::U8(v)) => Ok(OutputTarget::Direct(bytes_of_mut(v))),
-        (dtype, given) => Err(Error::DType {
-            name: what(),
-            dtype: dtype.as_str(),
-            expected: match dtype {
-                DType::F16 => "a Float32Array or a Uint16Array".to_owned(),
-                other => format!("a {}", storage_array(other)),
-            },
-            given: given.js_name().to_owned(),
-        }),
+        (dtype, given) => Err(Error::DType { name: what(), dtype: dtype.as_str(), expected: output_arrays(dtype).to_owned(), given: given.js_name().to_owned() }),
     }
+}
+
+/// What an output of `dtype` can be copied into, for messages.
+pub fn output_arrays(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F16 => "a Float32Array (values), a Uint16Array (f16 bits) or a Float16Array",
+        DType::F32 => "a Float32Array",
+        DType::I8 => "an Int8Array",
+        DType::Bool => "a Uint8Array",
+    }
+}
+
+/// The refusal of `given` as the array output `index` (of `dtype`) is copied into.
+pub fn output_error(index: usize, dtype: DType, given: String) -> Error {
+    Error::DType { name: format!("output {index}"), dtype: dtype.as_str(), expected: output_arrays(dtype).to_owned(), given }
 }
 
 pub fn decode_f16(bits: &[u16], out: &mut [f32]) {

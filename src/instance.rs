@@ -114,7 +114,7 @@ impl Artifact {
             return Err(Error::DType {
                 name: source.name.clone(),
                 dtype: t.dtype.as_str(),
-                expected: format!("a {wanted} of physical storage"),
+                expected: format!("{} {wanted} of physical storage", if wanted.starts_with("Int") { "an" } else { "a" }),
                 given: array.to_owned(),
             });
         }

@@ -1,11 +1,11 @@
 // Compiled with `tsc --noEmit --strict` by types.spec.js: the public types must accept what
 // the README shows and reject what the runtime would refuse.
-import zgc, { load, createPool, Pool, Runtime, Tensor, ZgcError, SourceInfo, OutputArray } from 'zgc-runtime';
+import zgc, { load, createPool, Pool, Runtime, Tensor, ZgcError, SourceInfo, OutputArray, Float16ArrayLike } from 'zgc-runtime';
 
 const rt: Runtime = load('model.so', { f16: 'bits' });
 const fromBytes: Runtime = zgc.load(new Uint8Array(0));
 const outputs: Tensor[] = rt.run({ x: new Float32Array(4), mask: [true, false], n: 3 });
-const first: Float32Array | Uint16Array | Int8Array | Uint8Array = outputs[0].data;
+const first: Float32Array | Uint16Array | Int8Array | Uint8Array | Float16ArrayLike = outputs[0].data;
 const fp: bigint = rt.fingerprint;
 const where: string | null = rt.path;
 const info: readonly SourceInfo[] = rt.sources;
@@ -33,7 +33,11 @@ rt.run({}, { into: [1, 2] });
 rt.run([new Float32Array(4)]);
 // @ts-expect-error bind() takes storage, not a plain array
 rt.bind('w', [1, 2, 3]);
-// @ts-expect-error f16 output format is 'float32' or 'bits'
+// A Float16Array (here without the esnext.float16 lib: its shape) goes wherever f16 values do.
+declare const half: Float16ArrayLike;
+load('m.so', { f16: 'float16' }).run({ h: half }, { into: [half] });
+rt.bind('hb', half);
+// @ts-expect-error f16 output format is 'float32', 'bits' or 'float16'
 load('m.so', { f16: 'half' });
 // @ts-expect-error the fingerprint is a bigint
 const n: number = rt.fingerprint;

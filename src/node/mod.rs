@@ -7,7 +7,7 @@ use crate::abi::{Binding, DType, ABI_VERSION};
 use crate::dtype::{self, Elements};
 use crate::instance::{Feed, OutputData, PACKED_ALIGNMENT};
 use crate::meta::{SourceInfo, TensorInfo};
-use crate::sys::js::{self, JsRegion};
+use crate::sys::js::{self, JsArray, JsRegion};
 use crate::sys::js_fast::{self, FastArgs};
 use crate::sys::memory::AlignedBuf;
 use crate::sys::runtime::{SharedStorage, Temporary};
@@ -167,7 +167,8 @@ impl NativeArtifact {
         let artifact = self.artifact()?;
         let index = source_index(&artifact, index)?;
         let source = &artifact.sources[index];
-        let view = js::view(&values).ok_or_else(|| js_err(unsupported(source, &values)))?;
+        let values = JsArray::of(&values);
+        let view = values.view().ok_or_else(|| js_err(unsupported(source, &values)))?;
         let feed = if is_storage(source, &values) {
             artifact.stage_storage(index, view)
         } else {
@@ -212,8 +213,8 @@ fn is_storage_array(source: &SourceInfo, class: &str, len: usize) -> bool {
         && (t.is_identity() || t.element_count != t.logical_count)
 }
 
-fn is_storage(source: &SourceInfo, values: &TypedArray<'_>) -> bool {
-    is_storage_array(source, js::class_name(values), js::view(values).map_or(0, |v| v.len()))
+fn is_storage(source: &SourceInfo, values: &JsArray) -> bool {
+    is_storage_array(source, &values.class_name(), values.len())
 }
 
 /// `run()`'s one native call (see `sys::js_fast`): applies each (index, values) pair as a
@@ -243,36 +244,21 @@ fn fast_run(args: &FastArgs) -> Result<(), Error> {
             expected: dtype::value_arrays(source.tensor.dtype).to_owned(),
             given: "a value that is not a TypedArray".into(),
         })?;
-        if is_storage_array(source, array.class_name(), array.len()) {
-            let region = args.hold(at + 1).map_err(|e| Error::Value { name: source.name.clone(), detail: e.reason.clone() })?;
+        if is_storage(source, &array) {
+            let region = JsRegion::hold(&array).map_err(|e| Error::Value { name: source.name.clone(), detail: e.reason.clone() })?;
             let region = region.expect("a storage array is a kind some dtype binds");
-            instance.bind(index, array.class_name(), Box::new(region))?;
+            instance.bind(index, &array.class_name(), Box::new(region))?;
         } else {
-            let view = array.view().ok_or_else(|| Error::DType {
-                name: source.name.clone(),
-                dtype: source.tensor.dtype.as_str(),
-                expected: dtype::value_arrays(source.tensor.dtype).to_owned(),
-                given: array.class_name().to_owned(),
-            })?;
+            let view = array.view().ok_or_else(|| unsupported(source, &array))?;
             instance.set(index, view)?;
         }
     }
     instance.run()?;
     for index in 0..outputs {
         let info = &artifact.outputs[index];
-        let mut array = args.array(3 + index).ok_or_else(|| Error::DType {
-            name: format!("output {index}"),
-            dtype: info.dtype.as_str(),
-            expected: format!("a {}", dtype::storage_array(info.dtype)),
-            given: "a value that is not a TypedArray".into(),
-        })?;
+        let mut array = args.array(3 + index).ok_or_else(|| dtype::output_error(index, info.dtype, "a value that is not a TypedArray".into()))?;
         let class = array.class_name();
-        let view = array.view_mut().ok_or_else(|| Error::DType {
-            name: format!("output {index}"),
-            dtype: info.dtype.as_str(),
-            expected: format!("a {}", dtype::storage_array(info.dtype)),
-            given: class.to_owned(),
-        })?;
+        let view = array.view_mut().ok_or_else(|| dtype::output_error(index, info.dtype, class.into_owned()))?;
         instance.copy_output(index, view)?;
     }
     Ok(())
@@ -284,12 +270,12 @@ pub fn fast_run_function(env: &Env) -> napi::Result<Unknown<'_>> {
     js_fast::create_function(env, "zgcRun", fast_run)
 }
 
-fn unsupported(source: &SourceInfo, array: &TypedArray<'_>) -> Error {
+fn unsupported(source: &SourceInfo, array: &JsArray) -> Error {
     Error::DType {
         name: source.name.clone(),
         dtype: source.tensor.dtype.as_str(),
         expected: dtype::value_arrays(source.tensor.dtype).to_owned(),
-        given: js::class_name(array).to_owned(),
+        given: array.class_name().into_owned(),
     }
 }
 
@@ -332,16 +318,16 @@ impl NativeRuntime {
         }
     }
 
-    fn bind_array(env: &Env, instance: &mut Instance, index: usize, storage: &TypedArray<'_>) -> napi::Result<(), Code> {
+    fn bind_array(instance: &mut Instance, index: usize, storage: &JsArray) -> napi::Result<(), Code> {
         let source = &instance.artifact().sources[index];
-        if let (DType::Bool, Some(Elements::U8(bytes))) = (source.tensor.dtype, js::view(storage)) {
+        if let (DType::Bool, Some(Elements::U8(bytes))) = (source.tensor.dtype, storage.view()) {
             dtype::check_bool(&source.name, bytes).map_err(js_err)?;
         }
-        let given = js::class_name(storage);
-        match JsRegion::hold(env, storage).map_err(napi_err)? {
-            Some(region) => instance.bind(index, given, Box::new(region)).map_err(js_err),
+        let given = storage.class_name();
+        match JsRegion::hold(storage).map_err(napi_err)? {
+            Some(region) => instance.bind(index, &given, Box::new(region)).map_err(js_err),
             // Not a kind any dtype binds: the core words the refusal.
-            None => instance.artifact().check_storage(index, given, 0).map_err(js_err),
+            None => instance.artifact().check_storage(index, &given, 0).map_err(js_err),
         }
     }
 }
@@ -413,29 +399,31 @@ impl NativeRuntime {
         let artifact = self.artifact()?;
         let index = source_index(&artifact, index)?;
         let source = &artifact.sources[index];
-        let view = js::view(&values).ok_or_else(|| js_err(unsupported(source, &values)))?;
+        let values = JsArray::of(&values);
+        let view = values.view().ok_or_else(|| js_err(unsupported(source, &values)))?;
         self.with(|i| i.set(index, view).map_err(js_err))
     }
 
     /// Zero-copy binding of physical storage; the array is held until rebound or closed.
     #[napi]
-    pub fn bind(&self, env: Env, index: u32, storage: TypedArray<'_>) -> napi::Result<(), Code> {
+    pub fn bind(&self, index: u32, storage: TypedArray<'_>) -> napi::Result<(), Code> {
         let artifact = self.artifact()?;
         let index = source_index(&artifact, index)?;
-        self.with(|i| Self::bind_array(&env, i, index, &storage))
+        self.with(|i| Self::bind_array(i, index, &JsArray::of(&storage)))
     }
 
     /// A `run()` input: bound zero-copy when the array is the source's physical storage, else
     /// as `set`.
     #[napi]
-    pub fn feed(&self, env: Env, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
+    pub fn feed(&self, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
         let artifact = self.artifact()?;
         let index = source_index(&artifact, index)?;
         let source = &artifact.sources[index];
+        let values = JsArray::of(&values);
         if is_storage(source, &values) {
-            return self.with(|i| Self::bind_array(&env, i, index, &values));
+            return self.with(|i| Self::bind_array(i, index, &values));
         }
-        let view = js::view(&values).ok_or_else(|| js_err(unsupported(source, &values)))?;
+        let view = values.view().ok_or_else(|| js_err(unsupported(source, &values)))?;
         self.with(|i| i.set(index, view).map_err(js_err))
     }
 
@@ -464,7 +452,7 @@ impl NativeRuntime {
                 Ok(view)
             }
             js::ExternalView::Copied(array) => {
-                Self::bind_array(env, instance, index, &array)?;
+                Self::bind_array(instance, index, &JsArray::of(&array))?;
                 Ok(array.to_unknown())
             }
         })
@@ -492,17 +480,13 @@ impl NativeRuntime {
 
     /// Copies output `index` of the last run into `target`.
     #[napi]
-    pub fn copy_output(&self, index: u32, mut target: TypedArray<'_>) -> napi::Result<(), Code> {
+    pub fn copy_output(&self, index: u32, target: TypedArray<'_>) -> napi::Result<(), Code> {
         let artifact = self.artifact()?;
-        let given = js::class_name(&target);
-        let Some(view) = js::view_mut(&mut target) else {
-            let info = artifact.outputs.get(index as usize);
-            return Err(js_err(Error::DType {
-                name: format!("output {index}"),
-                dtype: info.map_or("?", |o| o.dtype.as_str()),
-                expected: info.map_or("a TypedArray".into(), |o| format!("a {}", dtype::storage_array(o.dtype))),
-                given: given.to_owned(),
-            }));
+        let mut target = JsArray::of(&target);
+        let given = target.class_name();
+        let Some(view) = target.view_mut() else {
+            let info = artifact.outputs.get(index as usize).ok_or(Error::OutputIndex { index: index.into(), count: artifact.outputs.len() });
+            return Err(js_err(info.map_or_else(|e| e, |o| dtype::output_error(index as usize, o.dtype, given.into_owned()))));
         };
         self.with(|i| i.copy_output(index as usize, view).map_err(js_err))
     }

@@ -1,61 +1,175 @@
 //! JavaScript TypedArrays seen from native code: borrowed views for the length of one call,
 //! and `JsRegion`, a TypedArray lent to an artifact by `bind` and re-checked before every run.
 
+use super::memory::AlignedBuf;
 use super::memory::{elements, elements_mut};
 use super::runtime::BoundRegion;
 use crate::abi::DType;
 use crate::dtype::{Elements, ElementsMut};
-use super::memory::AlignedBuf;
-use napi::bindgen_prelude::{
-    FromNapiValue, Float32Array, Int8Array, ToNapiValue, TypedArray, TypedArrayType, Uint16Array, Uint8Array,
-};
+use napi::bindgen_prelude::{FromNapiValue, Float32Array, Int8Array, ToNapiValue, TypedArray, Uint16Array, Uint8Array};
 use napi::{sys, Env, JsValue};
+use std::borrow::Cow;
 
-/// The JavaScript class name of a TypedArray, for messages.
-pub fn class_name(array: &TypedArray<'_>) -> &'static str {
-    match array.typed_array_type {
-        TypedArrayType::Int8 => "Int8Array",
-        TypedArrayType::Uint8 => "Uint8Array",
-        TypedArrayType::Uint8Clamped => "Uint8ClampedArray",
-        TypedArrayType::Int16 => "Int16Array",
-        TypedArrayType::Uint16 => "Uint16Array",
-        TypedArrayType::Int32 => "Int32Array",
-        TypedArrayType::Uint32 => "Uint32Array",
-        TypedArrayType::Float32 => "Float32Array",
-        TypedArrayType::Float64 => "Float64Array",
-        TypedArrayType::BigInt64 => "BigInt64Array",
-        TypedArrayType::BigUint64 => "BigUint64Array",
-        _ => "TypedArray",
+/// Where Node-API names Float16Array (Node 24 and later), its kind number.
+const FLOAT16_ARRAY: sys::napi_typedarray_type = 11;
+/// The kind `napi_get_typedarray_info` is handed: an engine with a TypedArray kind it has no
+/// Node-API number for (Float16Array on Node 22) leaves it as it was, and the usual starting
+/// value 0 would read as Int8Array. Nothing is then taken for an array it is not.
+const UNREPORTED: sys::napi_typedarray_type = -1;
+
+/// A TypedArray argument of the current native call: its kind as the engine reports it, and
+/// where its elements are now.
+pub struct JsArray {
+    env: sys::napi_env,
+    value: sys::napi_value,
+    kind: sys::napi_typedarray_type,
+    data: *mut u8,
+    len: usize,
+}
+
+impl JsArray {
+    /// `value` as a TypedArray, or `None` when it is not one. `value` must be a live value of
+    /// the current call on `env`'s thread.
+    pub fn inspect(env: sys::napi_env, value: sys::napi_value) -> Option<JsArray> {
+        let (mut kind, mut len, mut data) = (UNREPORTED, 0, std::ptr::null_mut());
+        // SAFETY: `value` is live in this call (the caller's contract); a value that is not a
+        // TypedArray fails with a status and writes nothing.
+        let got = unsafe {
+            sys::napi_get_typedarray_info(env, value, &mut kind, &mut len, &mut data, std::ptr::null_mut(), std::ptr::null_mut())
+        };
+        (got == sys::Status::napi_ok).then_some(JsArray { env, value, kind, data: data.cast(), len })
+    }
+
+    /// A TypedArray argument napi-rs already checked, asked again so that its kind is the
+    /// engine's own answer (see `UNREPORTED`).
+    pub fn of(array: &TypedArray<'_>) -> JsArray {
+        let env = array.value().env;
+        JsArray::inspect(env, array.raw()).unwrap_or(JsArray { env, value: array.raw(), kind: UNREPORTED, data: std::ptr::null_mut(), len: 0 })
+    }
+
+    /// The array's class, for matching and messages. A kind Node-API has no number for is
+    /// named by the array's own `Symbol.toStringTag` (the engine's name for its kind).
+    pub fn class_name(&self) -> Cow<'static, str> {
+        use sys::TypedarrayType as T;
+        Cow::Borrowed(match self.kind {
+            T::int8_array => "Int8Array",
+            T::uint8_array => "Uint8Array",
+            T::uint8_clamped_array => "Uint8ClampedArray",
+            T::int16_array => "Int16Array",
+            T::uint16_array => "Uint16Array",
+            T::int32_array => "Int32Array",
+            T::uint32_array => "Uint32Array",
+            T::float32_array => "Float32Array",
+            T::float64_array => "Float64Array",
+            T::bigint64_array => "BigInt64Array",
+            T::biguint64_array => "BigUint64Array",
+            FLOAT16_ARRAY => "Float16Array",
+            _ => return Cow::Owned(string_tag(self.env, self.value).unwrap_or_else(|| "a TypedArray of a kind Node-API does not name".into())),
+        })
+    }
+
+    /// Length in elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn raw(&self) -> sys::napi_value {
+        self.value
+    }
+
+    /// Bytes per element of the kinds a dtype takes; `None` for every other kind.
+    fn item(&self) -> Option<usize> {
+        use sys::TypedarrayType as T;
+        match self.kind {
+            T::int8_array | T::uint8_array => Some(1),
+            T::uint16_array => Some(2),
+            T::float32_array => Some(4),
+            T::float64_array => Some(8),
+            _ => None,
+        }
+    }
+
+    fn bytes(&self, item: usize) -> &[u8] {
+        if self.data.is_null() || self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the engine reported `len` elements of the kind whose size is `item` at `data`
+        // for this array, during this synchronous call on the JS thread (no JavaScript runs
+        // until it returns, so the buffer cannot be detached or resized meanwhile).
+        unsafe { std::slice::from_raw_parts(self.data, self.len * item) }
+    }
+
+    fn bytes_mut(&mut self, item: usize) -> &mut [u8] {
+        if self.data.is_null() || self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: as `bytes`; `&mut self` makes this the only slice made from this argument,
+        // and the caller drops it before reading another argument that may share memory.
+        unsafe { std::slice::from_raw_parts_mut(self.data, self.len * item) }
+    }
+
+    /// The elements, or `None` for a kind no dtype takes.
+    pub fn view(&self) -> Option<Elements<'_>> {
+        use sys::TypedarrayType as T;
+        let bytes = self.bytes(self.item()?);
+        Some(match self.kind {
+            T::float32_array => Elements::F32(elements(bytes)?),
+            T::float64_array => Elements::F64(elements(bytes)?),
+            T::uint16_array => Elements::U16(elements(bytes)?),
+            T::int8_array => Elements::I8(elements(bytes)?),
+            T::uint8_array => Elements::U8(bytes),
+            _ => return None,
+        })
+    }
+
+    /// Writable elements, or `None` for a kind no output is written into.
+    pub fn view_mut(&mut self) -> Option<ElementsMut<'_>> {
+        use sys::TypedarrayType as T;
+        let kind = self.kind;
+        let item = self.item()?;
+        let bytes = self.bytes_mut(item);
+        Some(match kind {
+            T::float32_array => ElementsMut::F32(elements_mut(bytes)?),
+            T::uint16_array => ElementsMut::U16(elements_mut(bytes)?),
+            T::int8_array => ElementsMut::I8(elements_mut(bytes)?),
+            T::uint8_array => ElementsMut::U8(bytes),
+            _ => return None,
+        })
     }
 }
 
-/// The elements of a TypedArray argument, or `None` for a kind no dtype uses.
-pub fn view<'a>(array: &'a TypedArray<'_>) -> Option<Elements<'a>> {
-    let bytes: &[u8] = &array.arraybuffer;
-    Some(match array.typed_array_type {
-        TypedArrayType::Float32 => Elements::F32(elements(bytes)?),
-        TypedArrayType::Float64 => Elements::F64(elements(bytes)?),
-        TypedArrayType::Uint16 => Elements::U16(elements(bytes)?),
-        TypedArrayType::Int8 => Elements::I8(elements(bytes)?),
-        TypedArrayType::Uint8 => Elements::U8(bytes),
-        _ => return None,
-    })
-}
-
-/// Writable elements of a TypedArray argument, for the duration of one native call.
-pub fn view_mut<'a>(array: &'a mut TypedArray<'_>) -> Option<ElementsMut<'a>> {
-    let kind = array.typed_array_type;
-    // SAFETY: we are inside a synchronous native call on the JS thread, so no JavaScript runs
-    // while the slice lives, and no other Rust reference to this memory exists (the only one
-    // is `array`, borrowed mutably for the same lifetime).
-    let bytes = unsafe { array.arraybuffer.as_mut() };
-    Some(match kind {
-        TypedArrayType::Float32 => ElementsMut::F32(elements_mut(bytes)?),
-        TypedArrayType::Uint16 => ElementsMut::U16(elements_mut(bytes)?),
-        TypedArrayType::Int8 => ElementsMut::I8(elements_mut(bytes)?),
-        TypedArrayType::Uint8 => ElementsMut::U8(bytes),
-        _ => return None,
-    })
+/// `value[Symbol.toStringTag]`, which a TypedArray answers with its kind's name; `None` (and
+/// no pending exception) when anything on the way fails or throws.
+fn string_tag(env: sys::napi_env, value: sys::napi_value) -> Option<String> {
+    let ok = |status| status == sys::Status::napi_ok;
+    let mut global = std::ptr::null_mut();
+    let mut symbol = std::ptr::null_mut();
+    let mut tag_key = std::ptr::null_mut();
+    let mut tag = std::ptr::null_mut();
+    // SAFETY: every value passed on is live in this call's scope on `env`'s thread, and the
+    // names are NUL-terminated.
+    let found = unsafe {
+        ok(sys::napi_get_global(env, &mut global))
+            && ok(sys::napi_get_named_property(env, global, c"Symbol".as_ptr(), &mut symbol))
+            && ok(sys::napi_get_named_property(env, symbol, c"toStringTag".as_ptr(), &mut tag_key))
+            && ok(sys::napi_get_property(env, value, tag_key, &mut tag))
+    };
+    let mut len = 0;
+    // SAFETY: as above; a NULL buffer asks for the length only.
+    if !found || !ok(unsafe { sys::napi_get_value_string_utf8(env, tag, std::ptr::null_mut(), 0, &mut len) }) {
+        let mut thrown = std::ptr::null_mut();
+        // SAFETY: clears an exception a throwing getter may have left; harmless when none is.
+        unsafe { sys::napi_get_and_clear_last_exception(env, &mut thrown) };
+        return None;
+    }
+    let mut buf = vec![0u8; len + 1];
+    // SAFETY: `buf` has room for `len` bytes and the NUL the call writes.
+    let copied = unsafe { sys::napi_get_value_string_utf8(env, tag, buf.as_mut_ptr().cast(), buf.len(), &mut len) };
+    ok(copied).then(|| String::from_utf8_lossy(&buf[..len]).into_owned())
 }
 
 /// A strong reference to the array: it keeps the array (and so its buffer) from being
@@ -82,21 +196,22 @@ unsafe impl Send for JsRegion {}
 
 impl JsRegion {
     /// Holds `array` and records where its elements are now. `None` for a kind no dtype binds.
-    pub fn hold(env: &Env, array: &TypedArray<'_>) -> napi::Result<Option<JsRegion>> {
-        let raw = array.raw();
+    pub fn hold(array: &JsArray) -> napi::Result<Option<JsRegion>> {
+        use sys::TypedarrayType as T;
+        let (env, raw) = (array.env, array.raw());
         // SAFETY: `raw` is the live TypedArray argument of the current call on `env`'s thread;
         // each `from_napi_value` below creates a strong reference of its own to it.
         let held = unsafe {
-            match array.typed_array_type {
-                TypedArrayType::Float32 => Held::F32(Float32Array::from_napi_value(env.raw(), raw)?),
-                TypedArrayType::Uint16 => Held::U16(Uint16Array::from_napi_value(env.raw(), raw)?),
-                TypedArrayType::Int8 => Held::I8(Int8Array::from_napi_value(env.raw(), raw)?),
-                TypedArrayType::Uint8 => Held::U8(Uint8Array::from_napi_value(env.raw(), raw)?),
+            match array.kind {
+                T::float32_array => Held::F32(Float32Array::from_napi_value(env, raw)?),
+                T::uint16_array => Held::U16(Uint16Array::from_napi_value(env, raw)?),
+                T::int8_array => Held::I8(Int8Array::from_napi_value(env, raw)?),
+                T::uint8_array => Held::U8(Uint8Array::from_napi_value(env, raw)?),
                 _ => return Ok(None),
             }
         };
-        let bytes: &[u8] = &array.arraybuffer;
-        Ok(Some(JsRegion { held, env: env.raw(), ptr: bytes.as_ptr().cast_mut(), len: bytes.len() }))
+        let bytes = array.item().map_or(&[][..], |item| array.bytes(item));
+        Ok(Some(JsRegion { held, env, ptr: bytes.as_ptr().cast_mut(), len: bytes.len() }))
     }
 
     /// Where the array's elements are now, by asking the engine again.

@@ -6,11 +6,9 @@
 //! arguments past the pairs are ignored (callers reuse a fixed-length argument array); `handle` is an
 //! external made by `create_handle` and checked by its type tag before use.
 
-use super::js::JsRegion;
-use super::memory::{elements, elements_mut};
-use crate::dtype::{Elements, ElementsMut};
+use super::js::JsArray;
 use crate::{Error, Instance};
-use napi::bindgen_prelude::{FromNapiValue, TypedArray, Unknown};
+use napi::bindgen_prelude::Unknown;
 use napi::{sys, Env};
 use std::ffi::{c_void, CString};
 use std::sync::{Arc, Mutex, Weak};
@@ -53,80 +51,6 @@ pub fn create_handle(env: &Env, target: Target) -> napi::Result<Unknown<'_>> {
     status(unsafe { sys::napi_type_tag_object(raw_env, value, &HANDLE_TAG) }, "cannot tag a runtime handle")?;
     // SAFETY: as above; the value lives in the current handle scope.
     Ok(unsafe { Unknown::from_raw_unchecked(raw_env, value) })
-}
-
-/// A TypedArray argument: its kind, and where its elements are now.
-pub struct RawArray {
-    kind: sys::napi_typedarray_type,
-    data: *mut u8,
-    len: usize,
-}
-
-impl RawArray {
-    pub fn class_name(&self) -> &'static str {
-        use sys::TypedarrayType as T;
-        match self.kind {
-            T::int8_array => "Int8Array",
-            T::uint8_array => "Uint8Array",
-            T::uint8_clamped_array => "Uint8ClampedArray",
-            T::int16_array => "Int16Array",
-            T::uint16_array => "Uint16Array",
-            T::int32_array => "Int32Array",
-            T::uint32_array => "Uint32Array",
-            T::float32_array => "Float32Array",
-            T::float64_array => "Float64Array",
-            9 => "BigInt64Array",
-            10 => "BigUint64Array",
-            _ => "TypedArray",
-        }
-    }
-
-    /// Length in elements.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    fn bytes(&self, item: usize) -> &[u8] {
-        if self.data.is_null() || self.len == 0 {
-            return &[];
-        }
-        // SAFETY: the engine reported `len` elements of `item` bytes at `data` for this
-        // array, during this synchronous call on the JS thread (no JavaScript runs until it
-        // returns, so the buffer cannot be detached or resized meanwhile).
-        unsafe { std::slice::from_raw_parts(self.data, self.len * item) }
-    }
-
-    fn bytes_mut(&mut self, item: usize) -> &mut [u8] {
-        if self.data.is_null() || self.len == 0 {
-            return &mut [];
-        }
-        // SAFETY: as `bytes`; `&mut self` makes this the only slice made from this argument,
-        // and the caller drops it before reading another argument that may share memory.
-        unsafe { std::slice::from_raw_parts_mut(self.data, self.len * item) }
-    }
-
-    pub fn view(&self) -> Option<Elements<'_>> {
-        use sys::TypedarrayType as T;
-        Some(match self.kind {
-            T::float32_array => Elements::F32(elements(self.bytes(4))?),
-            T::float64_array => Elements::F64(elements(self.bytes(8))?),
-            T::uint16_array => Elements::U16(elements(self.bytes(2))?),
-            T::int8_array => Elements::I8(elements(self.bytes(1))?),
-            T::uint8_array => Elements::U8(self.bytes(1)),
-            _ => return None,
-        })
-    }
-
-    pub fn view_mut(&mut self) -> Option<ElementsMut<'_>> {
-        use sys::TypedarrayType as T;
-        Some(match self.kind {
-            T::float32_array => ElementsMut::F32(elements_mut(self.bytes_mut(4))?),
-            T::uint16_array => ElementsMut::U16(elements_mut(self.bytes_mut(2))?),
-            T::int8_array => ElementsMut::I8(elements_mut(self.bytes_mut(1))?),
-            T::uint8_array => ElementsMut::U8(self.bytes_mut(1)),
-            _ => return None,
-        })
-    }
 }
 
 /// The arguments of one call, read on demand.
@@ -192,23 +116,8 @@ impl FastArgs {
     }
 
     /// A TypedArray argument, or `None` when it is not one.
-    pub fn array(&self, i: usize) -> Option<RawArray> {
-        let value = self.arg(i)?;
-        let (mut kind, mut len, mut data) = (0, 0, std::ptr::null_mut());
-        // SAFETY: an argument of the current call; a non-TypedArray fails with a status.
-        let got = unsafe {
-            sys::napi_get_typedarray_info(self.env, value, &mut kind, &mut len, &mut data, std::ptr::null_mut(), std::ptr::null_mut())
-        };
-        (got == sys::Status::napi_ok).then_some(RawArray { kind, data: data.cast(), len })
-    }
-
-    /// Holds TypedArray argument `i` for a zero-copy binding.
-    pub fn hold(&self, i: usize) -> napi::Result<Option<JsRegion>> {
-        let env = self.env();
-        let value = self.arg(i).ok_or_else(|| napi::Error::from_reason("missing argument"))?;
-        // SAFETY: an argument of the current call, checked to be a TypedArray by the engine.
-        let array = unsafe { TypedArray::from_napi_value(self.env, value) }?;
-        JsRegion::hold(&env, &array)
+    pub fn array(&self, i: usize) -> Option<JsArray> {
+        JsArray::inspect(self.env, self.arg(i)?)
     }
 }
 
