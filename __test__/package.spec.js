@@ -44,6 +44,14 @@ describe('npm pack, then install from the tarballs with no network', () => {
     expect(manifest.engines.node).toMatch(/>=\s*20/);
   });
 
+  test('the package stands alone: it carries the contracts in docs/ and points at no file outside itself', () => {
+    const list = execFileSync('tar', ['tzf', tarballs.main], { encoding: 'utf8' }).split('\n').filter(Boolean);
+    expect(list).toEqual(expect.arrayContaining(['package/docs/abi.md', 'package/docs/pto-host-api.md']));
+    const outside = ['..', 'shared'].join('/'); // spelled apart so that this file is no match
+    const text = list.filter((f) => /\.(js|mjs|ts|md|rs|c|h|json|toml)$/.test(f)).map((f) => [f, execFileSync('tar', ['xzOf', tarballs.main, f], { encoding: 'utf8' })]);
+    expect(text.filter(([, body]) => body.includes(outside)).map(([f]) => f)).toEqual([]);
+  });
+
   test('the package has no lifecycle script: npm runs nothing of ours and prints no install-script warning', () => {
     const manifest = JSON.parse(execFileSync('tar', ['xzOf', tarballs.main, 'package/package.json'], { encoding: 'utf8' }));
     for (const hook of ['preinstall', 'install', 'postinstall', 'prepare']) expect(manifest.scripts || {}).not.toHaveProperty(hook);

@@ -1,4 +1,4 @@
-//! The ZGC executable ABI, version 1, as plain Rust types (`../shared/spec/zgc-abi.md`).
+//! The ZGC executable ABI, version 1, as plain Rust types (`docs/abi.md`).
 //! Nothing here calls into an artifact: `sys` does, and `validate` turns what it reads
 //! into the checked `meta` types.
 

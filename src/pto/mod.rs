@@ -1,4 +1,4 @@
-//! The PTO task runtime host library (`../shared/spec/pto-host-api.md`): a state machine over
+//! The PTO task runtime host library (`docs/pto-host-api.md`): a state machine over
 //! its six C functions that refuses every misuse before the library sees it, and one
 //! dedicated OS thread per library on which every call runs.
 //!
