@@ -2,8 +2,9 @@
 'use strict';
 
 // The whole test suite, from a fresh checkout after `npm ci`: Rust unit tests, the release
-// addon, the C fixtures, the Python reference venv, then Jest. Ends with one plain line,
-// "N passed, N failed", read from Jest's JSON report so that a run of no test cannot pass.
+// addon, the C fixtures, the Python reference venv, Jest, then the other hosts (Node 22, 24,
+// 26 with Jest, Bun and Deno with the smoke suite). Ends with one plain line, "N passed, N
+// failed", summed from the JSON reports, so that a run of no test cannot pass.
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
@@ -38,5 +39,16 @@ try {
   process.exit(1);
 }
 const { numPassedTests: passed, numFailedTests: failed, numPendingTests: skipped, numTotalTests: total } = results;
-console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
-if (jestStatus !== 0 || failed > 0 || total === 0 || !results.success) process.exit(1);
+console.log(`Jest on Node ${process.version}: ${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
+let ok = jestStatus === 0 && failed === 0 && total > 0 && results.success;
+let sum = { passed, failed };
+// Every other current host (scripts/hosts.js); ZGC_TEST_HOSTS=0 skips them for a quick local run.
+if (process.env.ZGC_TEST_HOSTS !== '0') {
+  console.log('\n$ node scripts/hosts.js');
+  const hosts = require('./hosts').main(process.argv.slice(2));
+  console.log(`other hosts: ${hosts.passed} passed, ${hosts.failed} failed`);
+  ok = ok && hosts.failed === 0 && hosts.passed > 0;
+  sum = { passed: sum.passed + hosts.passed, failed: sum.failed + hosts.failed };
+}
+console.log(`${sum.passed} passed, ${sum.failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
+if (!ok) process.exit(1);
