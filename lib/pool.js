@@ -1,27 +1,26 @@
 'use strict';
 
 const os = require('node:os');
-const { Runtime, openArtifact, checkOptions, kRunStaged } = require('./runtime');
+const { Runtime, openArtifact, checkOptions, kRunInline, kHandle, submit, statsOf, abortError } = require('./runtime');
 const { ZgcError } = require('./errors');
+const { NativePool } = require('./native');
 
 const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
 
-function abortError(signal) {
-  return signal.reason !== undefined ? signal.reason : new DOMException('This operation was aborted', 'AbortError');
-}
-
 /**
- * `size` runtimes of one artifact (one library, separate instances) behind one `run()`.
- * Each run goes to a free instance; when none is free it waits in a bounded queue.
+ * `size` runtimes of one artifact (one library, separate instances) behind one `run()`. The
+ * queue and its dispatch are native (src/executor.rs): each instance has a worker thread that
+ * takes the next waiting run as soon as it is free, with no trip through JavaScript between
+ * runs; a graph cheaper than that trip runs inline instead (`offload`).
  */
 class Pool {
   #runtimes;
-  #free;
-  #queue = [];
-  #maxQueue;
-  #inFlight = 0;
+  #native;
+  #inlineHandle;
+  #inline;
+  #f16Bits;
   #closed = false;
-  #drained = null;
+  #done = null;
 
   constructor(artifact, options = {}) {
     if (typeof options !== 'object' || options === null) throw new TypeError('createPool options must be an object');
@@ -32,9 +31,8 @@ class Pool {
       throw new RangeError(`pool maxQueue must be a non-negative integer, got ${String(maxQueue)}`);
     }
     if (options.setup !== undefined && typeof options.setup !== 'function') throw new TypeError('pool setup must be a function');
-    const runtimeOptions = checkOptions({ f16: options.f16 });
+    const runtimeOptions = checkOptions({ f16: options.f16, offload: options.offload });
     const opened = openArtifact(artifact);
-    this.#maxQueue = maxQueue;
     this.#runtimes = [];
     try {
       for (let i = 0; i < size; i++) {
@@ -46,79 +44,60 @@ class Pool {
       for (const rt of this.#runtimes) rt.close();
       throw err;
     }
-    this.#free = [...this.#runtimes];
+    this.#native = NativePool.create(this.#runtimes.map((rt) => rt[kHandle]()), maxQueue, runtimeOptions.offload);
+    this.#inlineHandle = this.#native.inlineHandle();
+    this.#inline = this.#native.inline;
+    this.#f16Bits = runtimeOptions.f16 !== 'float32';
   }
 
   get size() { return this.#runtimes.length; }
   /** Runs waiting for a free instance. */
-  get pending() { return this.#queue.length; }
-  /** Runs executing now. */
-  get inFlight() { return this.#inFlight; }
+  get pending() { return this.#native.stats().queueDepth; }
+  /** Runs executing now (or starting on a free instance). */
+  get inFlight() { return this.#native.stats().inFlight; }
   get closed() { return this.#closed; }
   /** The pool's runtimes, for inspection (their metadata is the artifact's). */
   get runtimes() { return this.#runtimes; }
 
+  /** What a service exports as metrics: completed runs, queue depth, in flight, latencies, inline vs offloaded. */
+  stats() {
+    return statsOf(this.#native.stats());
+  }
+
   /** Runs once on a free instance. Inputs are copied now, as with `runAsync`. */
   run(inputs, options) {
-    return new Promise((resolve, reject) => {
+    try {
       if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');
       const signal = options === undefined || options === null ? undefined : options.signal;
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('pool.run option signal must be an AbortSignal');
       if (signal && signal.aborted) throw abortError(signal);
-      if (this.#free.length === 0 && this.#queue.length >= this.#maxQueue) {
-        throw new ZgcError('ERR_ZGC_QUEUE_FULL', `pool queue is full: ${this.#queue.length} runs wait for ${this.size} instances (maxQueue ${this.#maxQueue})`);
+      const first = this.#runtimes[0];
+      if (this.#inline) {
+        const ran = first[kRunInline](inputs, this.#inlineHandle);
+        if (ran !== undefined) {
+          if (ran.leave) this.#inline = false;
+          return Promise.resolve(ran.tensors);
+        }
       }
-      const staged = this.#runtimes[0].stageInputs(inputs);
-      const job = { staged, resolve, reject, signal, onAbort: null };
-      if (signal) {
-        job.onAbort = () => {
-          const at = this.#queue.indexOf(job);
-          if (at >= 0) {
-            this.#queue.splice(at, 1);
-            reject(abortError(signal));
-            this.#settle();
-          }
-        };
-        signal.addEventListener('abort', job.onAbort, { once: true });
-      }
-      this.#queue.push(job);
-      this.#pump();
-    });
-  }
-
-  #pump() {
-    while (this.#free.length > 0 && this.#queue.length > 0) {
-      const job = this.#queue.shift();
-      if (job.signal) job.signal.removeEventListener('abort', job.onAbort);
-      const rt = this.#free.pop();
-      this.#inFlight += 1;
-      rt[kRunStaged](job.staged).then(job.resolve, job.reject).finally(() => {
-        this.#inFlight -= 1;
-        this.#free.push(rt);
-        this.#pump();
-        this.#settle();
+      return submit(first, this.#native, first.stageInputs(inputs), this.#f16Bits, signal, () => {
+        this.#inline = this.#native.inline;
       });
+    } catch (err) {
+      return Promise.reject(err);
     }
-  }
-
-  #settle() {
-    if (this.#drained && this.#queue.length === 0 && this.#inFlight === 0) this.#drained();
   }
 
   /** Refuses new runs, lets queued and running ones finish, then closes every instance. */
   close() {
-    if (!this.#closed) {
+    if (this.#done === null) {
       this.#closed = true;
-      this.done = new Promise((resolve) => {
-        this.#drained = () => {
-          this.#drained = null;
-          for (const rt of this.#runtimes) rt.close();
-          resolve();
-        };
+      this.#native.stop();
+      this.#done = this.#native.settled().then(() => {
+        this.#native.close();
+        for (const rt of this.#runtimes) rt.close();
       });
-      this.#settle();
     }
-    return this.done;
+    return this.#done;
   }
 
   [asyncDispose]() {

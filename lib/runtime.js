@@ -6,8 +6,13 @@ const fs = require('node:fs');
 const native = require('./native');
 
 const { NativeArtifact, NativeStaged } = native;
-// One raw N-API function serves every runtime's run() in this thread (see src/sys/js_fast.rs).
-const fastRun = native.fastRunFunction();
+// Raw N-API functions serve every runtime's run() and inline async runs in this thread (see
+// src/sys/js_fast.rs): same arguments; the inline one also times the run for the offload policy.
+const [fastRun, fastRunInline] = native.fastRunFunction();
+/** What the inline function returns: ran and stays inline, ran and leaves, did not run. */
+const INLINE_STAY = 0;
+const INLINE_LEAVE = 1;
+const INLINE_NOT_RUN = 2;
 /** Outputs up to this size come back as slices of a per-runtime scratch array: a fresh small
  * array made in JavaScript costs far less than one whose memory native code must pin. */
 const SMALL_OUTPUT_BYTES = 64;
@@ -17,12 +22,14 @@ const SMALL_OUTPUT_BYTES = 64;
  * slow path into native code (Builtin_HandleApiCall); a call of fixed arity takes the fast one.
  */
 const callers = new Map();
-function callerOf(arity) {
-  let caller = callers.get(arity);
+function callerOf(fn, arity) {
+  let byArity = callers.get(fn);
+  if (byArity === undefined) callers.set(fn, (byArity = new Map()));
+  let caller = byArity.get(arity);
   if (caller === undefined) {
     const list = Array.from({ length: arity }, (_, i) => `a[${i}]`).join(', ');
-    caller = new Function('f', `return (a) => f(${list});`)(fastRun); // eslint-disable-line no-new-func
-    callers.set(arity, caller);
+    caller = new Function('f', `return (a) => f(${list});`)(fn); // eslint-disable-line no-new-func
+    byArity.set(arity, caller);
   }
   return caller;
 }
@@ -55,9 +62,13 @@ function resolvePath(p) {
   }
 }
 
+const OFFLOAD = ['auto', 'always', 'never'];
+
 function checkOptions(options) {
-  if (options === undefined) return { f16: 'float32' };
+  if (options === undefined) return { f16: 'float32', offload: 'auto' };
   if (typeof options !== 'object' || options === null) throw new TypeError('load options must be an object');
+  const offload = options.offload === undefined ? 'auto' : options.offload;
+  if (!OFFLOAD.includes(offload)) throw new TypeError(`option offload must be 'auto', 'always' or 'never', got ${JSON.stringify(offload)}`);
   const f16 = options.f16 === undefined ? 'float32' : options.f16;
   if (f16 !== 'float32' && f16 !== 'bits' && f16 !== 'float16') {
     throw new TypeError(`load option f16 must be 'float32', 'bits' or 'float16', got ${JSON.stringify(f16)}`);
@@ -67,7 +78,7 @@ function checkOptions(options) {
       `load option f16: 'float16' needs a global Float16Array, and ${hostName()} has none (Node 24 and later, Bun and Deno have it; Node 22 behind --js-float16array); use 'float32' or 'bits'`,
     );
   }
-  return { f16 };
+  return { f16, offload };
 }
 
 /** Tensor data for an output the native layer wrote: f16 bits become a Float16Array over the same memory when asked. */
@@ -88,8 +99,10 @@ function openArtifact(artifact) {
   throw new TypeError(`load() takes a path string or a Uint8Array of library bytes, got ${artifact === null ? 'null' : typeof artifact}`);
 }
 
-/** Key of the method pools use to run inputs staged at their own call time. */
-const kRunStaged = Symbol('zgc.runStaged');
+/** Keys of what pools use of their runtimes: an inline run through another handle, the handle. */
+const kRunInline = Symbol('zgc.runInline');
+const kHandle = Symbol('zgc.handle');
+const kTensors = Symbol('zgc.tensors');
 
 function abortError(signal) {
   return signal.reason !== undefined ? signal.reason : new DOMException('This operation was aborted', 'AbortError');
@@ -109,16 +122,19 @@ class Runtime {
   #f16Outputs;
   #f16Bits;
   #float16;
-  /** Async runs not started yet, in call order: `{ staged, resolve, reject, signal, onAbort }`. */
-  #queue = [];
-  #running = false;
   #closed = false;
+  /** Whether the next async run goes inline (the native offload policy's last word). */
+  #inline;
+  /** Ids for async runs that carry an AbortSignal (to cancel them natively). */
+  #ids = 0;
   /**
    * Arguments of the fast run call, reused at a fixed length (resizing an array each call
    * costs more than the call): [handle, outputCount, pairCount, ...outputs, ...(index, values)].
    */
   #args;
+  #handle;
   #call;
+  #callInline;
   #scratch;
   #into = { arrays: null, items: [], tensors: null };
 
@@ -127,14 +143,16 @@ class Runtime {
     const { native, fromBytes } = artifact;
     this.#opened = artifact;
     const description = native.describe();
+    const checked = checkOptions(options);
     try {
-      this.#native = native.instantiate();
+      this.#native = native.instantiate(checked.offload);
     } catch (err) {
       if (artifact.users === 0) native.release();
       throw fromNative(err);
     }
     artifact.users++;
-    const f16Option = checkOptions(options).f16;
+    this.#inline = checked.offload === 'never';
+    const f16Option = checked.f16;
     this.#float16 = f16Option === 'float16';
     this.#f16Bits = f16Option !== 'float32';
     const f16 = this.#f16Bits ? Uint16Array : Float32Array;
@@ -143,9 +161,11 @@ class Runtime {
     this.#f16Outputs = description.outputs.flatMap((o, i) => (o.dtype === 'f16' ? [i] : []));
     this.#byName = new Map(description.sources.map((s, i) => [s.name, i]));
     this.#args = new Array(3 + description.outputs.length + 2 * description.sources.length).fill(undefined);
-    this.#args[0] = this.#native.handle();
+    this.#handle = this.#native.handle();
+    this.#args[0] = this.#handle;
     this.#args[1] = description.outputs.length;
-    this.#call = callerOf(this.#args.length);
+    this.#call = callerOf(fastRun, this.#args.length);
+    this.#callInline = callerOf(fastRunInline, this.#args.length);
     this.#scratch = description.outputs.map((o, i) => (o.byteCount <= SMALL_OUTPUT_BYTES ? new this.#outputArrays[i](o.elementCount) : null));
     this.#info = {
       path: fromBytes ? null : description.path,
@@ -188,12 +208,19 @@ class Runtime {
   get outputs() { return this.#info.outputs; }
   get closed() { return this.#closed; }
 
+  /** The offload option, and what it does now: `{ mode, inline }` (see also `stats()`). */
+  get offload() {
+    return { mode: this.#native.stats().offload, inline: this.#inline };
+  }
+
+  /** Async runs of this runtime: completed, waiting, in flight, latencies, inline vs offloaded. */
+  stats() {
+    return statsOf(this.#native.stats());
+  }
+
   #open() {
+    // Async runs pending: the native layer refuses the call with ERR_ZGC_BUSY.
     if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'runtime is closed');
-    const pending = this.#queue.length + (this.#running ? 1 : 0);
-    if (pending > 0) {
-      throw new ZgcError('ERR_ZGC_BUSY', `runtime is busy with ${pending} async run(s); await them before calling it synchronously`);
-    }
   }
 
   #index(name) {
@@ -247,9 +274,21 @@ class Runtime {
    */
   run(inputs, options) {
     this.#open();
+    const into = options === undefined || options === null ? undefined : this.#checkInto(options);
+    const n = this.#fill(inputs, into);
+    try {
+      this.#call(this.#args);
+    } catch (err) {
+      this.#release(n);
+      throw fromNative(err);
+    }
+    return this.#collect(n, into);
+  }
+
+  /** Puts outputs and inputs into the argument array; returns how far it is filled. */
+  #fill(inputs, into) {
     const args = this.#args;
     const outputCount = this.#outputArrays.length;
-    const into = options === undefined || options === null ? undefined : this.#checkInto(options);
     for (let i = 0; i < outputCount; i++) {
       args[3 + i] = into !== undefined ? into[i] : this.#scratch[i] || new this.#outputArrays[i](this.#info.outputs[i].elementCount);
     }
@@ -271,16 +310,17 @@ class Runtime {
       }
     }
     args[2] = (n - first) / 2;
-    try {
-      this.#call(args);
-    } catch (err) {
-      this.#release(n);
-      throw fromNative(err);
-    }
+    return n;
+  }
+
+  /** The Tensors of a call that just returned. */
+  #collect(n, into) {
     if (into !== undefined) {
       this.#release(n);
       return this.#intoTensors(into);
     }
+    const args = this.#args;
+    const outputCount = this.#outputArrays.length;
     const tensors = new Array(outputCount);
     for (let i = 0; i < outputCount; i++) {
       const info = this.#info.outputs[i];
@@ -290,6 +330,36 @@ class Runtime {
     }
     this.#release(n);
     return tensors;
+  }
+
+  /**
+   * @internal An async run done inline: the Tensors, or undefined when it must queue instead
+   * (runs are pending, and it must not overtake them). `handle` counts it in a pool's queue.
+   */
+  [kRunInline](inputs, handle) {
+    this.#open();
+    const n = this.#fill(inputs, undefined);
+    const args = this.#args;
+    args[0] = handle;
+    let code;
+    try {
+      code = this.#callInline(args);
+    } catch (err) {
+      this.#release(n);
+      throw fromNative(err);
+    } finally {
+      args[0] = this.#handle;
+    }
+    if (code === INLINE_NOT_RUN) {
+      this.#release(n);
+      return undefined;
+    }
+    return { leave: code === INLINE_LEAVE, tensors: this.#collect(n, undefined) };
+  }
+
+  /** @internal */
+  [kHandle]() {
+    return this.#handle;
   }
 
   /** The argument array holds no input or output past the call. */
@@ -321,22 +391,37 @@ class Runtime {
   }
 
   /**
-   * Runs on the libuv thread pool. Inputs are copied now; storage bound with bind() is
-   * copied when the run starts; storage from storage() is read in place. Runs of one
-   * runtime queue in call order. An aborted signal cancels a run that has not started.
+   * Runs off the JavaScript thread (or inline, when that is cheaper: see `offload`). Inputs
+   * are copied now; storage bound with bind() is copied when the run starts; storage from
+   * storage() is read in place. Runs of one runtime keep call order. An aborted signal
+   * cancels a run that has not started.
    */
   runAsync(inputs, options) {
-    return new Promise((resolve, reject) => {
+    try {
       if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'runtime is closed');
       const signal = options === undefined || options === null ? undefined : options.signal;
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('runAsync option signal must be an AbortSignal');
       if (signal && signal.aborted) throw abortError(signal);
-      this[kRunStaged](this.stageInputs(inputs), signal).then(resolve, reject);
-    });
+      if (this.#inline) {
+        const ran = this[kRunInline](inputs, this.#handle);
+        if (ran !== undefined) {
+          if (ran.leave) this.#inline = false;
+          return Promise.resolve(ran.tensors);
+        }
+      }
+      return submit(this, this.#native, this.stageInputs(inputs, this.#native), this.#f16Bits, signal, () => {
+        this.#inline = this.#native.inline;
+      });
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
-  /** @internal Copies `inputs` for a run that starts later (on this or a sibling runtime). */
-  stageInputs(inputs) {
+  /**
+   * @internal Copies `inputs` for a run that starts later: into `target`'s staging (a
+   * runtime applies them at once when it is idle), by default the artifact's (any instance).
+   */
+  stageInputs(inputs, target = this.#opened.native) {
     const staged = new NativeStaged();
     if (inputs === undefined || inputs === null) return staged;
     if (typeof inputs !== 'object') throw new TypeError(`run inputs must be an object of source names to values, got ${typeof inputs}`);
@@ -344,7 +429,7 @@ class Runtime {
       const index = this.#index(name);
       const array = toTypedArray(this.#info.internal[index], inputs[name]);
       try {
-        this.#opened.native.stage(staged, index, array);
+        target.stage(staged, index, array);
       } catch (err) {
         throw fromNative(err);
       }
@@ -352,55 +437,14 @@ class Runtime {
     return staged;
   }
 
-  [kRunStaged](staged, signal) {
-    return new Promise((resolve, reject) => {
-      const job = { staged, resolve, reject, signal, onAbort: null };
-      if (signal) {
-        job.onAbort = () => {
-          const at = this.#queue.indexOf(job);
-          if (at >= 0) {
-            this.#queue.splice(at, 1);
-            reject(abortError(signal));
-          }
-        };
-        signal.addEventListener('abort', job.onAbort, { once: true });
-      }
-      this.#queue.push(job);
-      this.#pump();
-    });
-  }
-
-  #pump() {
-    if (this.#running || this.#queue.length === 0) return;
-    const job = this.#queue.shift();
-    if (job.signal) job.signal.removeEventListener('abort', job.onAbort);
-    const done = () => {
-      this.#running = false;
-      this.#pump();
-    };
-    let started;
-    try {
-      started = this.#native.runAsync(job.staged, this.#f16Bits);
-    } catch (err) {
-      job.reject(fromNative(err));
-      this.#pump();
-      return;
+  /** @internal Tensors for the output arrays of a finished async run. */
+  [kTensors](arrays) {
+    const outputs = this.#info.outputs;
+    const tensors = new Array(arrays.length);
+    for (let i = 0; i < arrays.length; i++) {
+      tensors[i] = { dtype: outputs[i].dtype, shape: outputs[i].shape, data: this.#wrap[i] === null ? arrays[i] : this.#wrap[i](arrays[i]) };
     }
-    this.#running = true;
-    started.then(
-      (result) => {
-        done();
-        if (Array.isArray(result)) {
-          job.resolve(result.map((data, i) => ({ dtype: this.#info.outputs[i].dtype, shape: this.#info.outputs[i].shape, data: this.#wrap[i] === null ? data : this.#wrap[i](data) })));
-        } else {
-          job.reject(fromNative(result));
-        }
-      },
-      (err) => {
-        done();
-        job.reject(fromNative(err));
-      },
-    );
+    return tensors;
   }
 
   /**
@@ -452,15 +496,63 @@ class Runtime {
       // The last runtime of an artifact unloads it now, not when finalizers get to run.
       if (--this.#opened.users === 0) this.#opened.native.release();
     }
-    for (const job of this.#queue.splice(0)) {
-      if (job.signal) job.signal.removeEventListener('abort', job.onAbort);
-      job.reject(new ZgcError('ERR_ZGC_CLOSED', 'runtime was closed before this run started'));
-    }
   }
 
   [dispose]() {
     this.close();
   }
+}
+
+let lastId = 0;
+
+/**
+ * Hands staged inputs to `queue` (a runtime's or a pool's native queue) and returns the
+ * Tensors' promise. `owner` makes the Tensors (and stays reachable while the run is pending);
+ * `after` runs once it settles.
+ */
+function submit(owner, queue, staged, f16Bits, signal, after) {
+  const id = signal ? ++lastId : 0;
+  let onAbort;
+  if (signal) {
+    onAbort = () => queue.cancel(id, abortError(signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+  }
+  const settled = signal
+    ? () => {
+        signal.removeEventListener('abort', onAbort);
+        after();
+      }
+    : after;
+  return queue.submit(staged, f16Bits, id).then(
+    (arrays) => {
+      settled();
+      return owner[kTensors](arrays);
+    },
+    (err) => {
+      settled();
+      throw fromNative(err);
+    },
+  );
+}
+
+/** `stats()` as users read it: latencies in milliseconds. */
+function statsOf(raw) {
+  const ms = (ns) => (ns === null || ns === undefined ? null : ns / 1e6);
+  const pct = (list) => ({ p50: ms(list[0]), p90: ms(list[1]), p99: ms(list[2]) });
+  return {
+    completed: raw.completed,
+    failed: raw.failed,
+    queueDepth: raw.queueDepth,
+    inFlight: raw.inFlight,
+    inline: raw.inlineRuns,
+    offloaded: raw.offloadedRuns,
+    offload: raw.offload,
+    decision: raw.decision,
+    queueWaitMs: pct(raw.queueWaitNs),
+    computeMs: pct(raw.computeNs),
+    estimatedComputeMs: ms(raw.estimatedComputeNs),
+    estimatedHopMs: ms(raw.estimatedHopNs),
+  };
 }
 
 /** Loads an artifact from a path or from its bytes, validates it and starts one runtime. */
@@ -469,4 +561,4 @@ function load(artifact, options) {
   return new Runtime(openArtifact(artifact), options);
 }
 
-module.exports = { load, Runtime, openArtifact, checkOptions, kRunStaged, resolvePath };
+module.exports = { load, Runtime, openArtifact, checkOptions, kRunInline, kHandle, kTensors, submit, statsOf, abortError, resolvePath };

@@ -36,6 +36,8 @@ pub enum Error {
     Closed,
     #[error("runtime is busy with another call; await it before calling synchronously")]
     Busy,
+    #[error("queue is full: {waiting} runs wait for {instances} instance(s) (maxQueue {max_queue})")]
+    QueueFull { waiting: usize, instances: usize, max_queue: usize },
     #[error("output index {index} is out of range: the artifact has {count} outputs")]
     OutputIndex { index: i64, count: usize },
 }
@@ -69,6 +71,7 @@ impl Error {
             Error::OutOfMemory { .. } => "ERR_ZGC_OUT_OF_MEMORY",
             Error::Closed => "ERR_ZGC_CLOSED",
             Error::Busy => "ERR_ZGC_BUSY",
+            Error::QueueFull { .. } => "ERR_ZGC_QUEUE_FULL",
             Error::OutputIndex { .. } => "ERR_ZGC_OUTPUT_INDEX",
             Error::Status { status, .. } => status_code(*status),
         }

@@ -229,15 +229,41 @@ impl Instance {
     }
 
     fn bind_checked(&mut self, index: usize, region: Box<dyn BoundRegion>) -> Result<()> {
+        self.bind_keeping(index, region).map(drop)
+    }
+
+    /// Binds `region`; storage the runtime packed that it displaces is kept for reuse, and any
+    /// other displaced region (or `region`, refused) is handed back to drop where it belongs.
+    fn bind_keeping(&mut self, index: usize, region: Box<dyn BoundRegion>) -> Result<Option<Box<dyn BoundRegion>>> {
         let source = &self.artifact.sources[index];
         let (status, unused) = match self.live.bind(index, source.key, region) {
             Ok(displaced) => (0, displaced),
             Err((status, rejected)) => (status, Some(rejected)),
         };
-        if let Some(buf) = unused.and_then(BoundRegion::into_packed).filter(|b| b.len() <= SPARE_LIMIT) {
-            self.spares[index] = Some(buf);
+        let mut other = None;
+        if let Some(unused) = unused {
+            if unused.packed_len().is_some_and(|len| len <= SPARE_LIMIT) {
+                self.spares[index] = unused.into_packed();
+            } else {
+                other = Some(unused);
+            }
         }
-        check(status, "zgc_runtime_bind_source", || format!("source {:?}", source.name))
+        check(status, "zgc_runtime_bind_source", || format!("source {:?}", source.name))?;
+        Ok(other)
+    }
+
+    /// `apply` off the JavaScript thread: a region the feed displaces is handed back instead
+    /// of dropped, since it may be a JavaScript array.
+    pub fn apply_keeping(&mut self, feed: Feed<'_>) -> Result<Option<Box<dyn BoundRegion>>> {
+        match feed {
+            Feed::Bind { index, storage } => self.bind_keeping(index, Box::new(storage)),
+            copy => self.apply(copy).map(|()| None),
+        }
+    }
+
+    /// Whether JavaScript-owned storage is bound, which async runs must copy at their start.
+    pub fn has_js_storage(&self) -> bool {
+        self.live.has_js_owned()
     }
 
     pub fn run(&mut self) -> Result<()> {

@@ -9,9 +9,11 @@ pub mod abi;
 pub mod artifact;
 pub mod dtype;
 pub mod error;
+pub mod executor;
 pub mod instance;
 pub mod layout;
 pub mod meta;
+pub mod offload;
 pub mod pto;
 #[allow(unsafe_code)]
 pub mod sys;

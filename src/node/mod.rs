@@ -2,21 +2,26 @@
 //! API (`index.js`) wraps these classes; they are not meant to be used directly.
 
 mod pto;
+mod queue;
 
 use crate::abi::{Binding, DType, ABI_VERSION};
 use crate::dtype::{self, Elements};
-use crate::instance::{Feed, OutputData, PACKED_ALIGNMENT};
+use crate::executor::{Core, Owner};
+use crate::instance::{Feed, PACKED_ALIGNMENT};
 use crate::meta::{SourceInfo, TensorInfo};
+use crate::offload::Offload;
 use crate::sys::js::{self, JsArray, JsRegion};
-use crate::sys::js_fast::{self, FastArgs};
+use crate::sys::js_fast::{self, FastArgs, Target};
 use crate::sys::memory::AlignedBuf;
-use crate::sys::runtime::{SharedStorage, Temporary};
+use crate::sys::runtime::SharedStorage;
 use crate::{Artifact, Error, Instance};
-use napi::bindgen_prelude::{AsyncTask, Either, Either4, Float32Array, Int8Array, TypedArray, Uint16Array, Uint8Array, Unknown};
-use napi::{Env, JsValue, Task};
+use napi::bindgen_prelude::{TypedArray, Unknown};
+use napi::{Env, JsValue};
 use napi_derive::napi;
+use queue::Lanes;
 use std::cell::RefCell;
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::rc::Rc;
+use std::sync::{Arc, Weak};
 
 /// An error's stable code, which napi-rs puts in `err.code`.
 pub struct Code(&'static str);
@@ -145,12 +150,14 @@ impl NativeArtifact {
         })
     }
 
+    /// A new instance; `offload` ('auto', 'always', 'never') rules its async runs.
     #[napi]
-    pub fn instantiate(&self) -> napi::Result<NativeRuntime, Code> {
+    pub fn instantiate(&self, offload: String) -> napi::Result<NativeRuntime, Code> {
+        let mode = offload_mode(&offload)?;
         let artifact = self.artifact()?;
-        Instance::new(artifact.clone())
-            .map(|i| NativeRuntime { artifact: RefCell::new(Some(artifact)), inner: RefCell::new(Some(Arc::new(Mutex::new(i)))) })
-            .map_err(js_err)
+        let core = Core::new(Instance::new(artifact.clone()).map_err(js_err)?);
+        let lanes = Lanes::new(vec![Arc::downgrade(&core)], Owner::Runtime, usize::MAX, mode);
+        Ok(NativeRuntime { artifact: RefCell::new(Some(artifact)), core: RefCell::new(Some(core)), lanes })
     }
 
     /// Drops this handle's share of the library, so that closing the last runtime unloads it
@@ -161,22 +168,25 @@ impl NativeArtifact {
         self.inner.borrow_mut().take();
     }
 
-    /// Copies a `run()` input into `staged`, for a run that starts later on another thread.
+    /// Copies a run input into `staged`, for a run that starts later on another thread.
     #[napi]
     pub fn stage(&self, staged: &NativeStaged, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
-        let artifact = self.artifact()?;
-        let index = source_index(&artifact, index)?;
-        let source = &artifact.sources[index];
-        let values = JsArray::of(&values);
-        let view = values.view().ok_or_else(|| js_err(unsupported(source, &values)))?;
-        let feed = if is_storage(source, &values) {
-            artifact.stage_storage(index, view)
-        } else {
-            artifact.stage_values(index, view).map(Feed::into_owned)
-        };
-        staged.feeds.borrow_mut().push(feed.map_err(js_err)?);
-        Ok(())
+        stage_copy(&*self.artifact()?, staged, index, &values)
     }
+}
+
+fn stage_copy(artifact: &Artifact, staged: &NativeStaged, index: u32, values: &TypedArray<'_>) -> napi::Result<(), Code> {
+    let index = source_index(artifact, index)?;
+    let source = &artifact.sources[index];
+    let values = JsArray::of(values);
+    let view = values.view().ok_or_else(|| js_err(unsupported(source, &values)))?;
+    let feed = if is_storage(source, &values) {
+        artifact.stage_storage(index, view)
+    } else {
+        artifact.stage_values(index, view).map(Feed::into_owned)
+    };
+    staged.feeds.borrow_mut().push(feed.map_err(js_err)?);
+    Ok(())
 }
 
 /// Inputs copied at `runAsync` call time, applied when the run starts.
@@ -217,21 +227,16 @@ fn is_storage(source: &SourceInfo, values: &JsArray) -> bool {
     is_storage_array(source, &values.class_name(), values.len())
 }
 
-/// `run()`'s one native call (see `sys::js_fast`): applies each (index, values) pair as a
-/// run input, runs, and copies every output into the arrays given for them.
-fn fast_run(args: &FastArgs) -> Result<(), Error> {
-    let shared = args.target(0)?;
-    let mut instance = match shared.try_lock() {
-        Ok(guard) => guard,
-        Err(TryLockError::Poisoned(p)) => p.into_inner(),
-        Err(TryLockError::WouldBlock) => return Err(Error::Busy),
-    };
+/// The inputs and outputs of one fast call: applies each (index, values) pair as a run input,
+/// runs, and copies every output into the arrays given for them.
+fn run_with(core: &Core, instance: &mut Instance, args: &FastArgs) -> Result<(), Error> {
     let artifact = instance.artifact().clone();
     let outputs = args.u32(1).map_or(usize::MAX, |n| n as usize);
     let pairs = args.u32(2).map_or(usize::MAX, |n| n as usize);
     if outputs != artifact.outputs.len() || pairs > artifact.sources.len() || 3 + outputs + 2 * pairs > args.len() {
         return Err(Error::Value { name: "run".into(), detail: "malformed fast-run arguments".into() });
     }
+    let mut bound = false;
     for at in (3 + outputs..3 + outputs + 2 * pairs).step_by(2) {
         let index = args.u32(at).map(|i| i as usize).filter(|&i| i < artifact.sources.len()).ok_or_else(|| Error::UnknownSource {
             name: "#?".into(),
@@ -247,11 +252,18 @@ fn fast_run(args: &FastArgs) -> Result<(), Error> {
         if is_storage(source, &array) {
             let region = JsRegion::hold(&array).map_err(|e| Error::Value { name: source.name.clone(), detail: e.reason.clone() })?;
             let region = region.expect("a storage array is a kind some dtype binds");
-            instance.bind(index, &array.class_name(), Box::new(region))?;
+            let outcome = instance.bind(index, &array.class_name(), Box::new(region));
+            core.note_bindings(instance);
+            outcome?;
+            bound = true;
         } else {
             let view = array.view().ok_or_else(|| unsupported(source, &array))?;
             instance.set(index, view)?;
+            bound |= source.binding == Binding::Bound;
         }
+    }
+    if bound {
+        core.note_bindings(instance);
     }
     instance.run()?;
     for index in 0..outputs {
@@ -264,10 +276,40 @@ fn fast_run(args: &FastArgs) -> Result<(), Error> {
     Ok(())
 }
 
-/// The function behind `Runtime.run()`, made once per module instance (thread).
+/// `run()`'s one native call (see `sys::js_fast`).
+fn fast_run(args: &FastArgs) -> Result<Option<u32>, Error> {
+    let (core, _) = args.target(0)?;
+    let mut instance = core.lock()?;
+    run_with(&core, &mut instance, args).map(|()| None)
+}
+
+/// An async run that runs inline (see `offload`), with `run()`'s arguments. Returns
+/// `INLINE_STAY` or `INLINE_LEAVE` (ran; whether the next run stays inline), or `INLINE_NOT_RUN`
+/// when it must queue instead: runs are pending on the instance or waiting in its queue, and
+/// it must not overtake them.
+fn fast_run_inline(args: &FastArgs) -> Result<Option<u32>, Error> {
+    let (core, shared) = args.target(0)?;
+    let Some(shared) = shared.filter(|s| s.nothing_waiting()) else { return Ok(Some(INLINE_NOT_RUN)) };
+    let mut instance = match core.lock() {
+        Ok(instance) => instance,
+        Err(Error::Busy) => return Ok(Some(INLINE_NOT_RUN)),
+        Err(e) => return Err(e),
+    };
+    let started = std::time::Instant::now();
+    let outcome = run_with(&core, &mut instance, args);
+    let stays = shared.record_inline(outcome.is_ok(), started.elapsed());
+    outcome.map(|()| Some(if stays { INLINE_STAY } else { INLINE_LEAVE }))
+}
+
+const INLINE_STAY: u32 = 0;
+const INLINE_LEAVE: u32 = 1;
+const INLINE_NOT_RUN: u32 = 2;
+
+/// The functions behind `Runtime.run()` and inline async runs, made once per module instance
+/// (thread): `[run, runInline]`.
 #[napi]
-pub fn fast_run_function(env: &Env) -> napi::Result<Unknown<'_>> {
-    js_fast::create_function(env, "zgcRun", fast_run)
+pub fn fast_run_function(env: &Env) -> napi::Result<Vec<Unknown<'_>>> {
+    Ok(vec![js_fast::create_function(env, "zgcRun", fast_run)?, js_fast::create_function(env, "zgcRunInline", fast_run_inline)?])
 }
 
 fn unsupported(source: &SourceInfo, array: &JsArray) -> Error {
@@ -279,16 +321,25 @@ fn unsupported(source: &SourceInfo, array: &JsArray) -> Error {
     }
 }
 
+/// A JavaScript error for `e`, as thrown errors are (`code` and message), for promises.
+fn error_value(env: napi::sys::napi_env, e: &Error) -> napi::sys::napi_value {
+    js::error_object(env, e.code(), &e.to_string())
+}
+
+fn offload_mode(mode: &str) -> napi::Result<Offload, Code> {
+    Offload::parse(mode).ok_or_else(|| napi::Error::new(Code("ERR_ZGC_VALUE"), format!("offload must be 'auto', 'always' or 'never', got {mode:?}")))
+}
+
 #[napi]
 pub struct NativeRuntime {
     /// Released on close, with the instance: see `NativeArtifact::release`.
     artifact: RefCell<Option<Arc<Artifact>>>,
-    /// `None` once closed. An async run holds a clone while it runs, so the instance is
-    /// deinitialised (dropped) only after both let go.
-    /// Every method takes `&self`: napi-rs keeps the borrow of a method that returns an
-    /// AsyncTask until the task settles, and `&mut self` would lock JavaScript out of the
-    /// object (even `close()`) for that long. Only the JS thread touches this cell.
-    inner: RefCell<Option<Arc<Mutex<Instance>>>>,
+    /// `None` once closed. A worker holds a clone while it runs, so the instance is
+    /// deinitialised (dropped) only after both let go, on the JavaScript thread.
+    /// Only the JS thread touches this cell.
+    core: RefCell<Option<Arc<Core>>>,
+    /// This runtime's own `runAsync` queue.
+    lanes: Rc<Lanes>,
 }
 
 impl NativeRuntime {
@@ -296,26 +347,18 @@ impl NativeRuntime {
         self.artifact.borrow().clone().ok_or_else(|| js_err(Error::Closed))
     }
 
-    /// The instance, for a call on the JavaScript thread; never waits for an async run.
-    fn shared(&self) -> napi::Result<Arc<Mutex<Instance>>, Code> {
-        self.inner.borrow().clone().ok_or_else(|| js_err(Error::Closed))
+    fn core(&self) -> napi::Result<Arc<Core>, Code> {
+        self.core.borrow().clone().ok_or_else(|| js_err(Error::Closed))
     }
 
-    /// Runs `f` on the instance, on the JavaScript thread; never waits for an async run.
+    /// Runs `f` on the instance, on the JavaScript thread; refused (ERR_ZGC_BUSY) while async
+    /// runs are pending, never waiting for one.
     fn with<R>(&self, f: impl FnOnce(&mut Instance) -> napi::Result<R, Code>) -> napi::Result<R, Code> {
-        let inner = self.inner.borrow();
-        let instance = inner.as_ref().ok_or_else(|| js_err(Error::Closed))?;
-        let mut guard = Self::lock(instance)?;
-        f(&mut guard)
-    }
-
-    fn lock(instance: &Mutex<Instance>) -> napi::Result<MutexGuard<'_, Instance>, Code> {
-        match instance.try_lock() {
-            Ok(guard) => Ok(guard),
-            // A panic inside an earlier call left no broken invariant the instance relies on.
-            Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
-            Err(TryLockError::WouldBlock) => Err(js_err(Error::Busy)),
-        }
+        let core = self.core()?;
+        let mut guard = core.lock().map_err(js_err)?;
+        let outcome = f(&mut guard);
+        core.note_bindings(&guard);
+        outcome
     }
 
     fn bind_array(instance: &mut Instance, index: usize, storage: &JsArray) -> napi::Result<(), Code> {
@@ -332,62 +375,55 @@ impl NativeRuntime {
     }
 }
 
-/// One output as the TypedArray its dtype comes back as.
-type OutputArray = Either4<Float32Array, Uint16Array, Int8Array, Uint8Array>;
-
-fn output_array(data: OutputData) -> OutputArray {
-    match data {
-        OutputData::F32(v) => Either4::A(Float32Array::new(v)),
-        OutputData::U16(v) => Either4::B(Uint16Array::new(v)),
-        OutputData::I8(v) => Either4::C(Int8Array::new(v)),
-        OutputData::U8(v) => Either4::D(Uint8Array::new(v)),
+impl Drop for NativeRuntime {
+    fn drop(&mut self) {
+        // Collected without close(): its workers must not wait for runs forever. Nothing can
+        // be pending (a pending run's promise keeps this object reachable).
+        self.lanes.abandon();
     }
 }
 
 #[napi(object)]
-pub struct RunFailure {
-    pub code: String,
-    pub message: String,
+pub struct QueueStats {
+    pub completed: f64,
+    pub failed: f64,
+    /// Runs waiting for an instance.
+    pub queue_depth: f64,
+    /// Runs started, or about to start on a free instance.
+    pub in_flight: f64,
+    pub inline_runs: f64,
+    pub offloaded_runs: f64,
+    /// The offload option, and what `auto` does now: 'inline' or 'offloaded'.
+    pub offload: String,
+    pub decision: String,
+    /// Recent latencies, nanoseconds: p50, p90, p99 (null before the first run).
+    pub queue_wait_ns: Vec<Option<f64>>,
+    pub compute_ns: Vec<Option<f64>>,
+    /// The estimates `auto` weighs: run time and the cost of a hop, nanoseconds.
+    pub estimated_compute_ns: Option<f64>,
+    pub estimated_hop_ns: Option<f64>,
 }
 
-/// An async run: staged copies applied, then the graph, then the outputs copied out, all on
-/// a libuv pool thread, reading no JavaScript memory.
-pub struct RunTask {
-    instance: Option<Arc<Mutex<Instance>>>,
-    copies: Vec<Feed<'static>>,
-    temporary: Vec<Temporary>,
-    f16_bits: bool,
-}
-
-impl Task for RunTask {
-    type Output = Result<Vec<OutputData>, Error>;
-    type JsValue = Either<Vec<OutputArray>, RunFailure>;
-
-    fn compute(&mut self) -> napi::Result<Self::Output> {
-        let Some(instance) = self.instance.as_ref() else { return Ok(Err(Error::Closed)) };
-        let mut guard = instance.lock().unwrap_or_else(|p| p.into_inner());
-        let copies = std::mem::take(&mut self.copies);
-        Ok((|| {
-            for feed in copies {
-                guard.apply(feed)?;
-            }
-            guard.run_detached(&self.temporary)?;
-            guard.read_outputs(self.f16_bits)
-        })())
-    }
-
-    fn resolve(&mut self, _env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
-        Ok(match output {
-            Ok(outputs) => Either::A(outputs.into_iter().map(output_array).collect()),
-            Err(e) => Either::B(RunFailure { code: e.code().to_owned(), message: e.to_string() }),
-        })
-    }
-
-    fn finally(mut self, _env: Env) -> napi::Result<()> {
-        // On the JavaScript thread: if close() already let go, the instance (and any JS array
-        // bound to it) is dropped here rather than on the pool thread.
-        drop(self.instance.take());
-        Ok(())
+fn queue_stats(lanes: &Lanes) -> QueueStats {
+    let shared = lanes.shared();
+    let figures = lanes.queue.figures();
+    let stats = shared.stats.lock().unwrap_or_else(|p| p.into_inner());
+    let qs = [50.0, 90.0, 99.0];
+    let ns = |v: Vec<Option<u64>>| v.into_iter().map(|x| x.map(|n| n as f64)).collect();
+    let policy = &shared.policy;
+    QueueStats {
+        completed: stats.completed as f64,
+        failed: stats.failed as f64,
+        queue_depth: figures.waiting as f64,
+        in_flight: figures.in_flight as f64,
+        inline_runs: policy.inline_runs() as f64,
+        offloaded_runs: policy.offloaded_runs() as f64,
+        offload: policy.mode().as_str().to_owned(),
+        decision: if policy.inline() { "inline" } else { "offloaded" }.to_owned(),
+        queue_wait_ns: ns(stats.queue_wait_percentiles(&qs)),
+        compute_ns: ns(stats.compute_percentiles(&qs)),
+        estimated_compute_ns: policy.compute_ns().map(|n| n as f64),
+        estimated_hop_ns: policy.hop_ns().map(|n| n as f64),
     }
 }
 
@@ -410,26 +446,6 @@ impl NativeRuntime {
         let artifact = self.artifact()?;
         let index = source_index(&artifact, index)?;
         self.with(|i| Self::bind_array(i, index, &JsArray::of(&storage)))
-    }
-
-    /// A `run()` input: bound zero-copy when the array is the source's physical storage, else
-    /// as `set`.
-    #[napi]
-    pub fn feed(&self, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
-        let artifact = self.artifact()?;
-        let index = source_index(&artifact, index)?;
-        let source = &artifact.sources[index];
-        let values = JsArray::of(&values);
-        if is_storage(source, &values) {
-            return self.with(|i| Self::bind_array(i, index, &values));
-        }
-        let view = values.view().ok_or_else(|| js_err(unsupported(source, &values)))?;
-        self.with(|i| i.set(index, view).map_err(js_err))
-    }
-
-    #[napi]
-    pub fn run(&self) -> napi::Result<(), Code> {
-        self.with(|i| i.run().map_err(js_err))
     }
 
     /// Binds new zeroed, runtime-owned storage to a BOUND source and returns a view of it.
@@ -458,24 +474,54 @@ impl NativeRuntime {
         })
     }
 
-    /// Starts a run on the libuv pool with `staged` inputs. Bound JavaScript arrays are
-    /// copied now, on this thread; the run itself reads only runtime-owned memory.
+    /// An async run's input, taken now: applied to the instance at once when it is idle (the
+    /// run will start next, so this is its start), else copied into `staged`.
     #[napi]
-    pub fn run_async(&self, staged: &NativeStaged, f16_bits: bool) -> napi::Result<AsyncTask<RunTask>, Code> {
-        let shared = self.shared()?;
-        let mut copies = Vec::new();
-        let temporary = {
-            let mut instance = Self::lock(&shared)?;
-            for feed in staged.feeds.take() {
-                match feed {
-                    // Bindings now: a JS array they replace is released on this thread.
-                    Feed::Bind { .. } => instance.apply(feed).map_err(js_err)?,
-                    copy => copies.push(copy),
-                }
+    pub fn stage(&self, staged: &NativeStaged, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
+        let core = self.core()?;
+        if core.pending() == 0 {
+            if let Ok(mut instance) = core.lock() {
+                let artifact = instance.artifact().clone();
+                let index = source_index(&artifact, index)?;
+                let source = &artifact.sources[index];
+                let values = JsArray::of(&values);
+                let outcome = if is_storage(source, &values) {
+                    Self::bind_array(&mut instance, index, &values)
+                } else {
+                    let view = values.view().ok_or_else(|| js_err(unsupported(source, &values)))?;
+                    instance.set(index, view).map_err(js_err)
+                };
+                core.note_bindings(&instance);
+                return outcome;
             }
-            instance.snapshot_js_storage().map_err(js_err)?
+        }
+        stage_copy(&*self.artifact()?, staged, index, &values)
+    }
+
+    /// Queues a run with `staged` inputs and returns its promise (an array of output arrays).
+    /// `id` (non-zero) lets `cancel` take it back before it starts.
+    #[napi]
+    pub fn submit<'env>(&self, env: &'env Env, staged: &NativeStaged, f16_bits: bool, id: f64) -> napi::Result<Unknown<'env>, Code> {
+        let core = self.core()?;
+        // A run that starts now copies JavaScript-owned bound storage now, on this thread.
+        let temporary = if core.pending() == 0 && self.lanes.queue.figures().in_flight == 0 {
+            let mut instance = core.lock().map_err(js_err)?;
+            if instance.has_js_storage() {
+                Some(instance.snapshot_js_storage().map_err(js_err)?)
+            } else {
+                None
+            }
+        } else {
+            None
         };
-        Ok(AsyncTask::new(RunTask { instance: Some(shared), copies, temporary, f16_bits }))
+        let promise = self.lanes.submit(env.raw(), staged.feeds.take(), f16_bits, id as u64, temporary)?;
+        Ok(unknown(env, promise))
+    }
+
+    /// Rejects queued run `id` with `reason` if it has not started; whether it had not.
+    #[napi]
+    pub fn cancel(&self, env: &Env, id: f64, reason: Unknown<'_>) -> bool {
+        self.lanes.cancel(env.raw(), id as u64, reason.raw())
     }
 
     /// Copies output `index` of the last run into `target`.
@@ -491,23 +537,118 @@ impl NativeRuntime {
         self.with(|i| i.copy_output(index as usize, view).map_err(js_err))
     }
 
-    /// Releases the instance: deinitialised now, or when an async run in flight ends.
+    /// Releases the instance: deinitialised now, or when the run in flight ends. Queued runs
+    /// reject with ERR_ZGC_CLOSED.
     #[napi]
-    pub fn close(&self) {
-        self.inner.borrow_mut().take();
+    pub fn close(&self, env: &Env) {
+        self.lanes.close(env.raw());
+        self.core.borrow_mut().take();
         self.artifact.borrow_mut().take();
     }
 
     #[napi(getter)]
     pub fn closed(&self) -> bool {
-        self.inner.borrow().is_none()
+        self.core.borrow().is_none()
     }
 
-    /// The handle `fastRunFunction()`'s function takes for this runtime. It does not keep
-    /// the runtime alive: after `close()` the function throws ERR_ZGC_CLOSED.
+    #[napi]
+    pub fn stats(&self) -> QueueStats {
+        queue_stats(&self.lanes)
+    }
+
+    /// Whether the offload policy sends the next async run inline.
+    #[napi(getter)]
+    pub fn inline(&self) -> bool {
+        self.lanes.shared().policy.inline()
+    }
+
+    /// The handle the fast functions take for this runtime (inline runs counted in its own
+    /// queue). It does not keep the runtime alive: after `close()` the functions throw
+    /// ERR_ZGC_CLOSED.
     #[napi]
     pub fn handle<'env>(&self, env: &'env Env) -> napi::Result<Unknown<'env>, Code> {
-        let weak = self.inner.borrow().as_ref().map(Arc::downgrade).ok_or_else(|| js_err(Error::Closed))?;
-        js_fast::create_handle(env, weak).map_err(napi_err)
+        let core = self.core.borrow().as_ref().map(Arc::downgrade).ok_or_else(|| js_err(Error::Closed))?;
+        js_fast::create_handle(env, Target { core, shared: Arc::downgrade(self.lanes.shared()) }).map_err(napi_err)
+    }
+}
+
+fn unknown<'env>(env: &'env Env, value: napi::sys::napi_value) -> Unknown<'env> {
+    // SAFETY: `value` was made in the current call's scope on `env`'s thread.
+    unsafe { Unknown::from_raw_unchecked(env.raw(), value) }
+}
+
+/// A pool's queue: runs staged against the artifact, taken by whichever instance is free.
+#[napi]
+pub struct NativePool {
+    lanes: Rc<Lanes>,
+    /// For the inline handle: the instance inline runs use.
+    first: Weak<Core>,
+}
+
+impl Drop for NativePool {
+    fn drop(&mut self) {
+        self.lanes.abandon();
+    }
+}
+
+#[napi]
+impl NativePool {
+    /// A pool over the runtimes whose `handle()`s are given.
+    #[napi(factory)]
+    pub fn create(env: &Env, handles: Vec<Unknown<'_>>, max_queue: f64, offload: String) -> napi::Result<NativePool, Code> {
+        let mode = offload_mode(&offload)?;
+        let cores = handles
+            .iter()
+            .map(|h| js_fast::handle_target(env.raw(), h.raw()).map(|t| t.core.clone()).ok_or_else(|| js_err(Error::Value { name: "pool".into(), detail: "not a runtime handle".into() })))
+            .collect::<napi::Result<Vec<_>, Code>>()?;
+        let first = cores.first().cloned().unwrap_or_default();
+        let max_queue = if max_queue.is_finite() { max_queue.max(0.0) as usize } else { usize::MAX };
+        Ok(NativePool { lanes: Lanes::new(cores, Owner::Pool, max_queue, mode), first })
+    }
+
+    #[napi]
+    pub fn submit<'env>(&self, env: &'env Env, staged: &NativeStaged, f16_bits: bool, id: f64) -> napi::Result<Unknown<'env>, Code> {
+        let promise = self.lanes.submit(env.raw(), staged.feeds.take(), f16_bits, id as u64, None)?;
+        Ok(unknown(env, promise))
+    }
+
+    #[napi]
+    pub fn cancel(&self, env: &Env, id: f64, reason: Unknown<'_>) -> bool {
+        self.lanes.cancel(env.raw(), id as u64, reason.raw())
+    }
+
+    /// Refuses new runs; queued and running ones still finish (the pool drains).
+    #[napi]
+    pub fn stop(&self) {
+        self.lanes.stop();
+    }
+
+    /// Closes the queue once drained: rejects anything still queued.
+    #[napi]
+    pub fn close(&self, env: &Env) {
+        self.lanes.close(env.raw());
+    }
+
+    #[napi]
+    pub fn stats(&self) -> QueueStats {
+        queue_stats(&self.lanes)
+    }
+
+    #[napi(getter)]
+    pub fn inline(&self) -> bool {
+        self.lanes.shared().policy.inline()
+    }
+
+    /// A promise that resolves once every run handed in has settled.
+    #[napi]
+    pub fn settled<'env>(&self, env: &'env Env) -> napi::Result<Unknown<'env>, Code> {
+        Ok(unknown(env, self.lanes.when_settled(env.raw())?))
+    }
+
+    /// The fast-function handle for inline runs of this pool: the first instance, counted in
+    /// the pool's queue, and never overtaking a run waiting in it.
+    #[napi]
+    pub fn inline_handle<'env>(&self, env: &'env Env) -> napi::Result<Unknown<'env>, Code> {
+        js_fast::create_handle(env, Target { core: self.first.clone(), shared: Arc::downgrade(self.lanes.shared()) }).map_err(napi_err)
     }
 }

@@ -318,3 +318,103 @@ pub fn external_view<'env>(env: &'env Env, storage: std::sync::Arc<AlignedBuf>, 
         })
     }
 }
+
+/// Outputs up to this size are copied into a fresh ArrayBuffer; larger ones hand their vector
+/// to an external one (no copy), which costs more to make than a small copy.
+const COPY_LIMIT: usize = 4096;
+
+unsafe extern "C" fn release_vec<T>(_env: sys::napi_env, _data: *mut std::ffi::c_void, hint: *mut std::ffi::c_void) {
+    // SAFETY: `hint` is the Box made in `typed_array_from` for this buffer; V8 calls this once.
+    drop(unsafe { Box::from_raw(hint.cast::<Vec<T>>()) });
+}
+
+/// On the JS thread: a new TypedArray of `kind` holding `values`.
+fn typed_array_from<T: super::memory::Element>(env: sys::napi_env, kind: sys::napi_typedarray_type, values: Vec<T>) -> napi::Result<sys::napi_value> {
+    let bytes = std::mem::size_of_val(values.as_slice());
+    if bytes <= COPY_LIMIT {
+        return copy_into_new(env, kind, &values);
+    }
+    let len = values.len();
+    let mut boxed = Box::new(values);
+    let data = boxed.as_mut_ptr();
+    let hint = Box::into_raw(boxed);
+    let mut buffer = std::ptr::null_mut();
+    // SAFETY: the vector's memory is valid for `bytes` bytes while the Box in `hint` lives,
+    // and `release_vec` frees it only when V8 collects the buffer.
+    let status = unsafe { sys::napi_create_external_arraybuffer(env, data.cast(), bytes, Some(release_vec::<T>), hint.cast(), &mut buffer) };
+    if status != sys::Status::napi_ok {
+        // SAFETY: V8 did not take `hint`, so the vector is still ours.
+        let values = *unsafe { Box::from_raw(hint) };
+        if status == sys::Status::napi_no_external_buffers_allowed {
+            return copy_into_new(env, kind, &values);
+        }
+        return Err(napi::Error::new(napi::Status::from(status), "cannot create an external ArrayBuffer"));
+    }
+    let mut view = std::ptr::null_mut();
+    // SAFETY: `buffer` holds exactly `len` elements of `kind`.
+    let status = unsafe { sys::napi_create_typedarray(env, kind, len, buffer, 0, &mut view) };
+    if status != sys::Status::napi_ok {
+        return Err(napi::Error::new(napi::Status::from(status), "cannot create a TypedArray"));
+    }
+    Ok(view)
+}
+
+fn copy_into_new<T: super::memory::Element>(env: sys::napi_env, kind: sys::napi_typedarray_type, values: &[T]) -> napi::Result<sys::napi_value> {
+    let check = |status, what: &str| if status == sys::Status::napi_ok { Ok(()) } else { Err(napi::Error::new(napi::Status::from(status), what.to_owned())) };
+    let bytes = std::mem::size_of_val(values);
+    let (mut buffer, mut data) = (std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: a plain `bytes`-byte ArrayBuffer owned by JavaScript, on `env`'s thread.
+    check(unsafe { sys::napi_create_arraybuffer(env, bytes, &mut data, &mut buffer) }, "cannot create an ArrayBuffer")?;
+    if bytes > 0 {
+        // SAFETY: `data` is the new buffer's `bytes` writable bytes; `values` has as many.
+        unsafe { std::ptr::copy_nonoverlapping(values.as_ptr().cast::<u8>(), data.cast::<u8>(), bytes) };
+    }
+    let mut view = std::ptr::null_mut();
+    // SAFETY: `buffer` holds exactly `values.len()` elements of `kind`.
+    check(unsafe { sys::napi_create_typedarray(env, kind, values.len(), buffer, 0, &mut view) }, "cannot create a TypedArray")?;
+    Ok(view)
+}
+
+/// On the JS thread: an output of a finished run as the TypedArray its dtype comes back as.
+pub fn output_value(env: sys::napi_env, data: crate::instance::OutputData) -> napi::Result<sys::napi_value> {
+    use crate::instance::OutputData;
+    use sys::TypedarrayType as T;
+    match data {
+        OutputData::F32(v) => typed_array_from(env, T::float32_array, v),
+        OutputData::U16(v) => typed_array_from(env, T::uint16_array, v),
+        OutputData::I8(v) => typed_array_from(env, T::int8_array, v),
+        OutputData::U8(v) => typed_array_from(env, T::uint8_array, v),
+    }
+}
+
+/// On the JS thread: a new array of `len` holes.
+pub fn create_array(env: sys::napi_env, len: usize, out: &mut sys::napi_value) -> sys::napi_status {
+    // SAFETY: called on `env`'s thread with an out-pointer to the caller's local.
+    unsafe { sys::napi_create_array_with_length(env, len, out) }
+}
+
+/// On the JS thread: `array[index] = value`.
+pub fn set_element(env: sys::napi_env, array: sys::napi_value, index: u32, value: sys::napi_value) -> sys::napi_status {
+    // SAFETY: both values are live in the current scope on `env`'s thread.
+    unsafe { sys::napi_set_element(env, array, index, value) }
+}
+
+/// On the JS thread: an `Error` with `code` and `message`, as napi-rs makes for thrown errors.
+pub fn error_object(env: sys::napi_env, code: &str, message: &str) -> sys::napi_value {
+    let (mut code_value, mut message_value, mut error) = (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: the strings are valid UTF-8 of the given lengths; all out-pointers are locals.
+    unsafe {
+        sys::napi_create_string_utf8(env, code.as_ptr().cast(), code.len() as isize, &mut code_value);
+        sys::napi_create_string_utf8(env, message.as_ptr().cast(), message.len() as isize, &mut message_value);
+        sys::napi_create_error(env, code_value, message_value, &mut error);
+    }
+    error
+}
+
+/// On the JS thread: `undefined`.
+pub fn undefined(env: sys::napi_env) -> sys::napi_value {
+    let mut value = std::ptr::null_mut();
+    // SAFETY: called on `env`'s thread with an out-pointer to a local.
+    unsafe { sys::napi_get_undefined(env, &mut value) };
+    value
+}

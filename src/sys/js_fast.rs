@@ -7,11 +7,12 @@
 //! external made by `create_handle` and checked by its type tag before use.
 
 use super::js::JsArray;
-use crate::{Error, Instance};
+use crate::executor::{Core, Shared};
+use crate::Error;
 use napi::bindgen_prelude::Unknown;
 use napi::{sys, Env};
 use std::ffi::{c_void, CString};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 /// Marks externals made here, so a foreign external is refused instead of misread.
 const HANDLE_TAG: sys::napi_type_tag = sys::napi_type_tag { lower: 0x7a67_632d_7275_6e74, upper: 0x6861_6e64_6c65_0001 };
@@ -19,8 +20,12 @@ const HANDLE_TAG: sys::napi_type_tag = sys::napi_type_tag { lower: 0x7a67_632d_7
 /// Most arguments a call reads: a handle, two counts, outputs and (index, values) pairs.
 pub const MAX_ARGS: usize = 32;
 
-/// What a handle refers to. Weak: a handle must not keep a closed runtime alive.
-pub type Target = Weak<Mutex<Instance>>;
+/// What a handle refers to: the runtime's instance and the queue whose policy and figures its
+/// inline runs count in. Weak: a handle must not keep a closed runtime alive.
+pub struct Target {
+    pub core: Weak<Core>,
+    pub shared: Weak<Shared>,
+}
 
 unsafe extern "C" fn release_handle(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
     // SAFETY: `data` is the Box made in `create_handle` for this external; called once.
@@ -51,6 +56,26 @@ pub fn create_handle(env: &Env, target: Target) -> napi::Result<Unknown<'_>> {
     status(unsafe { sys::napi_type_tag_object(raw_env, value, &HANDLE_TAG) }, "cannot tag a runtime handle")?;
     // SAFETY: as above; the value lives in the current handle scope.
     Ok(unsafe { Unknown::from_raw_unchecked(raw_env, value) })
+}
+
+/// What the handle `value` (a live value of the current call) refers to, or `None` when it
+/// is not one of ours. Valid for as long as `value` is, which the caller's call bounds.
+pub fn handle_target<'a>(env: sys::napi_env, value: sys::napi_value) -> Option<&'a Target> {
+    let mut ours = false;
+    // SAFETY: `value` is live in the current call on `env`'s thread (the caller's contract).
+    let checked = unsafe { sys::napi_check_object_type_tag(env, value, &HANDLE_TAG, &mut ours) };
+    if checked != sys::Status::napi_ok || !ours {
+        return None;
+    }
+    let mut data = std::ptr::null_mut();
+    // SAFETY: a value carrying our tag is an external made by `create_handle`.
+    let got = unsafe { sys::napi_get_value_external(env, value, &mut data) };
+    if got != sys::Status::napi_ok || data.is_null() {
+        return None;
+    }
+    // SAFETY: the external's data is a live `Target` until the external is collected, and the
+    // external is a value of the current call, so it is not collected during it.
+    Some(unsafe { &*data.cast::<Target>() })
 }
 
 /// The arguments of one call, read on demand.
@@ -86,25 +111,10 @@ impl FastArgs {
     }
 
     /// The runtime behind a handle argument; `Err(Closed)` once it is closed.
-    pub fn target(&self, i: usize) -> Result<Arc<Mutex<Instance>>, Error> {
+    pub fn target(&self, i: usize) -> Result<(Arc<Core>, Option<Arc<Shared>>), Error> {
         let bad = || Error::Value { name: "handle".into(), detail: "not a runtime handle".into() };
-        let value = self.arg(i).ok_or_else(bad)?;
-        let mut ours = false;
-        // SAFETY: `value` is an argument of the current call on `env`'s thread.
-        let checked = unsafe { sys::napi_check_object_type_tag(self.env, value, &HANDLE_TAG, &mut ours) };
-        if checked != sys::Status::napi_ok || !ours {
-            return Err(bad());
-        }
-        let mut data = std::ptr::null_mut();
-        // SAFETY: a value carrying our tag is an external made by `create_handle`.
-        let got = unsafe { sys::napi_get_value_external(self.env, value, &mut data) };
-        if got != sys::Status::napi_ok || data.is_null() {
-            return Err(bad());
-        }
-        // SAFETY: the external's data is a live `Target` until the external is collected,
-        // and it is an argument of this call, so it is not collected during it.
-        let target = unsafe { &*data.cast::<Target>() };
-        target.upgrade().ok_or(Error::Closed)
+        let target = handle_target(self.env, self.arg(i).ok_or_else(bad)?).ok_or_else(bad)?;
+        Ok((target.core.upgrade().ok_or(Error::Closed)?, target.shared.upgrade()))
     }
 
     pub fn u32(&self, i: usize) -> Option<u32> {
@@ -121,8 +131,9 @@ impl FastArgs {
     }
 }
 
-/// What a fast function does with its arguments.
-pub type Handler = fn(&FastArgs) -> Result<(), Error>;
+/// What a fast function does with its arguments: `Some(n)` returns `n` to JavaScript,
+/// `None` returns `undefined` (no value is made: the common, cheapest case).
+pub type Handler = fn(&FastArgs) -> Result<Option<u32>, Error>;
 
 unsafe extern "C" fn call(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let mut args = FastArgs { env, argv: [std::ptr::null_mut(); MAX_ARGS], spill: Vec::new(), argc: MAX_ARGS };
@@ -142,13 +153,22 @@ unsafe extern "C" fn call(env: sys::napi_env, info: sys::napi_callback_info) -> 
         let handler: Handler = unsafe { std::mem::transmute::<*mut c_void, Handler>(data) };
         handler(&args)
     };
-    if let Err(e) = outcome {
-        let code = CString::new(e.code()).unwrap_or_default();
-        let message = CString::new(e.to_string().replace('\0', " ")).unwrap_or_default();
-        // SAFETY: both strings are NUL-terminated and live across the call.
-        unsafe { sys::napi_throw_error(env, code.as_ptr(), message.as_ptr()) };
+    match outcome {
+        Ok(None) => std::ptr::null_mut(), // undefined
+        Ok(Some(n)) => {
+            let mut value = std::ptr::null_mut();
+            // SAFETY: plain number creation on this call's thread; NULL (undefined) on failure.
+            unsafe { sys::napi_create_uint32(env, n, &mut value) };
+            value
+        }
+        Err(e) => {
+            let code = CString::new(e.code()).unwrap_or_default();
+            let message = CString::new(e.to_string().replace('\0', " ")).unwrap_or_default();
+            // SAFETY: both strings are NUL-terminated and live across the call.
+            unsafe { sys::napi_throw_error(env, code.as_ptr(), message.as_ptr()) };
+            std::ptr::null_mut() // the pending exception
+        }
     }
-    std::ptr::null_mut() // undefined, or the pending exception
 }
 
 /// A JavaScript function that runs `handler` on its arguments.

@@ -6,7 +6,8 @@
 //! - `runtime`: a live runtime instance inside caller storage, and the storage bound to it;
 //! - `pto_library`: the PTO host library and its six C functions;
 //! - `js` (feature `node`): JavaScript TypedArrays whose memory is lent to an artifact;
-//! - `js_fast` (feature `node`): the raw N-API function behind `Runtime.run()`.
+//! - `js_fast` (feature `node`): the raw N-API function behind `Runtime.run()`;
+//! - `tsfn` (feature `node`): the threadsafe function and promises that bring async runs back.
 
 pub mod library;
 pub mod memory;
@@ -16,3 +17,5 @@ pub mod runtime;
 pub mod js;
 #[cfg(feature = "node")]
 pub mod js_fast;
+#[cfg(feature = "node")]
+pub mod tsfn;

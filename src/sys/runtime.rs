@@ -29,6 +29,10 @@ pub unsafe trait BoundRegion: Send {
     fn into_packed(self: Box<Self>) -> Option<AlignedBuf> {
         None
     }
+    /// The length of such storage; `None` for any other region.
+    fn packed_len(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Runtime-owned storage that JavaScript may also view (an external ArrayBuffer holds one
@@ -68,6 +72,9 @@ unsafe impl BoundRegion for AlignedBuf {
     }
     fn into_packed(self: Box<Self>) -> Option<AlignedBuf> {
         Some(*self)
+    }
+    fn packed_len(&self) -> Option<usize> {
+        Some(self.len())
     }
 }
 
@@ -119,6 +126,10 @@ impl LiveRuntime {
         } else {
             Err((status, region))
         }
+    }
+
+    pub fn has_js_owned(&self) -> bool {
+        self.bound.iter().flatten().any(|r| r.js_owned())
     }
 
     pub fn is_bound(&self, slot: usize) -> bool {
