@@ -12,6 +12,43 @@ export interface LoadOptions {
    * Node 24+, Bun, Deno, Node 22 with --js-float16array; elsewhere load throws a TypeError).
    */
   f16?: 'float32' | 'bits' | 'float16'
+  /**
+   * Where async runs (`runAsync`, `pool.run`) compute. 'auto' (default): on a worker thread,
+   * except a graph whose measured run time is below the measured cost of the trip there and
+   * back, which runs inline on the JavaScript thread (still a Promise) until it gets slower;
+   * 'always': always on a worker; 'never': always inline.
+   */
+  offload?: 'auto' | 'always' | 'never'
+}
+
+/** Latency percentiles of recent async runs, in milliseconds (null before the first run). */
+export interface Percentiles {
+  readonly p50: number | null
+  readonly p90: number | null
+  readonly p99: number | null
+}
+
+/** What a runtime's or pool's async runs have done: what a service exports as metrics. */
+export interface RunStats {
+  /** Runs that finished, and runs the artifact failed (a status, a closed instance). */
+  readonly completed: number
+  readonly failed: number
+  /** Runs waiting for an instance. */
+  readonly queueDepth: number
+  /** Runs running now, or starting on a free instance. */
+  readonly inFlight: number
+  /** Runs done inline on the JavaScript thread, and on worker threads. */
+  readonly inline: number
+  readonly offloaded: number
+  readonly offload: 'auto' | 'always' | 'never'
+  /** What the next run does. */
+  readonly decision: 'inline' | 'offloaded'
+  /** From the call to the run's start (0 for inline runs), and the run itself. */
+  readonly queueWaitMs: Percentiles
+  readonly computeMs: Percentiles
+  /** The estimates 'auto' weighs: a run's time, and the cost of a trip to a worker and back. */
+  readonly estimatedComputeMs: number | null
+  readonly estimatedHopMs: number | null
 }
 
 /**
@@ -135,6 +172,10 @@ export declare class Runtime implements Disposable {
   readonly sources: readonly SourceInfo[]
   readonly outputs: readonly OutputInfo[]
   readonly closed: boolean
+  /** The offload option and whether the next async run goes inline. */
+  readonly offload: { readonly mode: 'auto' | 'always' | 'never'; readonly inline: boolean }
+  /** What this runtime's async runs have done. */
+  stats(): RunStats
 
   /**
    * Gives a source logical values. OWNED sources copy them (the buffer may be reused at
@@ -154,10 +195,11 @@ export declare class Runtime implements Disposable {
    */
   run(inputs?: Inputs, options?: RunOptions): Tensor[]
   /**
-   * Runs on the libuv thread pool; the event loop keeps serving. Inputs are copied when you
-   * call; storage bound with `bind()` is copied when the run starts; storage from
-   * `storage()` is read in place. Runs of one runtime queue in call order. An aborted
-   * `signal` rejects a run that has not started with an AbortError; a started run finishes.
+   * Runs on this runtime's worker thread (or inline, see `offload`); the event loop keeps
+   * serving. Inputs are copied when you call; storage bound with `bind()` is copied when the
+   * run starts; storage from `storage()` is read in place. Runs of one runtime keep call
+   * order. An aborted `signal` rejects a run that has not started with an AbortError; a
+   * started run finishes.
    */
   runAsync(inputs?: Inputs, options?: RunAsyncOptions): Promise<Tensor[]>
   /**
@@ -211,6 +253,8 @@ export declare class Pool implements AsyncDisposable {
   readonly inFlight: number
   readonly closed: boolean
   readonly runtimes: readonly Runtime[]
+  /** Completed runs, queue depth, in flight, latency percentiles, inline vs offloaded. */
+  stats(): RunStats
   /** Runs once on a free instance; inputs are copied at call time. */
   run(inputs?: Inputs, options?: RunAsyncOptions): Promise<Tensor[]>
   /** Refuses new runs, lets queued and running ones finish, then closes every instance. */

@@ -33,6 +33,13 @@ rt.run({}, { into: [1, 2] });
 rt.run([new Float32Array(4)]);
 // @ts-expect-error bind() takes storage, not a plain array
 rt.bind('w', [1, 2, 3]);
+const viaWorkers: Runtime = load('m.so', { offload: 'always' });
+const waiting: number = viaWorkers.stats().queueDepth;
+const p99: number | null = createPool('m.so', { offload: 'auto' }).stats().computeMs.p99;
+const inlineNow: boolean = viaWorkers.offload.inline;
+console.log(waiting, p99, inlineNow);
+// @ts-expect-error offload is 'auto', 'always' or 'never'
+load('m.so', { offload: 'sometimes' });
 // A Float16Array (here without the esnext.float16 lib: its shape) goes wherever f16 values do.
 declare const half: Float16ArrayLike;
 load('m.so', { f16: 'float16' }).run({ h: half }, { into: [half] });
