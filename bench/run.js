@@ -5,13 +5,13 @@
 // side in one run, prints one table (medians, ratio to the C floor) and writes
 // bench/results.json. Contenders: the C floor (bench/floor.c straight through the ABI),
 // zgc-runtime (run, runAsync, run with { into }), the Python reference zgc-runtime 0.1.0,
-// and the same ABI bound by hand with koffi. Then the service figures: pool throughput and
-// event-loop delay.
+// and the same ABI bound by hand with koffi. Then the service figures (bench/services.js):
+// pools and async runs against onnxruntime-node on equivalent ONNX models, a libuv hop,
+// and event-loop delay.
 const { execFileSync, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { monitorEventLoopDelay } = require('node:perf_hooks');
 
 const root = path.join(__dirname, '..');
 const build = path.join(__dirname, 'build');
@@ -29,10 +29,12 @@ fs.mkdirSync(build, { recursive: true });
 const floorBin = path.join(build, 'floor');
 sh(process.env.CC || 'cc', ['-O2', '-march=native', '-o', floorBin, path.join(__dirname, 'floor.c'), '-ldl']);
 
-const { load, createPool } = require('..');
+const { load } = require('..');
 const { fixture } = require('../__test__/fixtures/manifest');
 const { measure, measureAsync, median } = require('./measure');
 const { bindArtifact } = require('./koffi-binding');
+const { setupOrt } = require('./ort');
+const { services, report } = require('./services');
 
 let python = null;
 try {
@@ -211,60 +213,6 @@ async function measureWorkloads() {
   return rows;
 }
 
-async function service() {
-  // Throughput of matmul through pools of 1 and 2, 8 runs in flight, median of 5 rounds.
-  const a = ramp(256 * 256);
-  const b = ones(256 * 256);
-  const runsPerRound = quick ? 20 : 100;
-  // runsPerRound matmuls through `pool`, 8 in flight.
-  const saturate = async (pool) => {
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: 8 }, async () => {
-        while (next++ < runsPerRound) await pool.run({ a });
-      }),
-    );
-  };
-  const throughput = {};
-  for (const size of [1, 2]) {
-    const pool = createPool(fixture('matmul'), { size, setup: (rt) => rt.storage('b').set(b) });
-    const rounds = [];
-    for (let r = 0; r < 5; r++) {
-      const t0 = process.hrtime.bigint();
-      await saturate(pool);
-      rounds.push(runsPerRound / (Number(process.hrtime.bigint() - t0) / 1e9));
-    }
-    await pool.close();
-    throughput[`pool${size}`] = median(rounds);
-  }
-
-  // Event-loop delay while 2 instances are saturated, against the same load run synchronously.
-  const delay = {};
-  {
-    const pool = createPool(fixture('matmul'), { size: 2, setup: (rt) => rt.storage('b').set(b) });
-    const h = monitorEventLoopDelay({ resolution: 1 });
-    h.enable();
-    await saturate(pool);
-    h.disable();
-    await pool.close();
-    delay.asyncPoolP99Ms = h.percentile(99) / 1e6;
-  }
-  {
-    const rt = load(fixture('matmul'));
-    rt.bind('b', b);
-    const h = monitorEventLoopDelay({ resolution: 1 });
-    h.enable();
-    for (let i = 0; i < runsPerRound; i++) {
-      rt.run({ a });
-      await new Promise((r) => setImmediate(r)); // yields between runs, as a request loop would
-    }
-    h.disable();
-    rt.close();
-    delay.syncP99Ms = h.percentile(99) / 1e6;
-  }
-  return { throughputRunsPerSec: throughput, eventLoopDelay: delay };
-}
-
 function fmt(ns) {
   if (ns === undefined) return '—';
   if (ns >= 1e6) return `${(ns / 1e6).toFixed(2)} ms`;
@@ -274,7 +222,14 @@ function fmt(ns) {
 
 async function main() {
   const rows = await measureWorkloads();
-  const svc = await service();
+  let ortSetup = null;
+  try {
+    ortSetup = setupOrt(python);
+  } catch (err) {
+    console.error(`onnxruntime-node skipped: ${err.message.split('\n')[0]}`);
+  }
+  process.stderr.write('services\n');
+  const svc = await services({ quick, ortSetup });
   const cols = ['floor', 'run', 'into', 'runAsync', 'koffi', 'python'];
   const header = ['workload', ...cols.map((c) => (c === 'floor' ? 'C floor' : c === 'into' ? 'run {into}' : c))];
   const lines = [header];
@@ -294,8 +249,7 @@ async function main() {
   };
   console.log(`\ntiny add: run() is ${ratios.tinyRunVsPython ? ratios.tinyRunVsPython.toFixed(1) : '—'}x faster than the Python reference, ${ratios.tinyRunVsKoffi.toFixed(2)}x faster than koffi`);
   if (ratios.packVsPython) console.log(`packing: set() is ${ratios.packVsPython.toFixed(0)}x faster than the Python reference`);
-  console.log(`matmul throughput: pool of 1 ${svc.throughputRunsPerSec.pool1.toFixed(1)} runs/s, pool of 2 ${svc.throughputRunsPerSec.pool2.toFixed(1)} runs/s (${(svc.throughputRunsPerSec.pool2 / svc.throughputRunsPerSec.pool1).toFixed(2)}x)`);
-  console.log(`event-loop delay p99 under matmul load: async pool ${svc.eventLoopDelay.asyncPoolP99Ms.toFixed(2)} ms, synchronous run() ${svc.eventLoopDelay.syncP99Ms.toFixed(2)} ms`);
+  console.log(`\n${report(svc)}`);
   const machine = { cpus: os.cpus().length, model: os.cpus()[0].model, node: process.version, platform: `${process.platform}-${process.arch}`, date: new Date().toISOString() };
   fs.writeFileSync(path.join(__dirname, 'results.json'), `${JSON.stringify({ machine, method: 'median ns per operation over 15 batches of >= 40 ms (Python: 3-15 batches)', workloads: rows, ratios, service: svc }, null, 2)}\n`);
   console.log(`\nwritten to bench/results.json (${machine.model}, ${machine.cpus} CPUs, Node ${machine.node})`);
