@@ -184,6 +184,13 @@ impl Instance {
     /// Logical values for source `index` (see `Artifact::stage_values`). A BOUND source is
     /// packed into the spare storage its previous packing left, when there is one.
     pub fn set(&mut self, index: usize, values: Elements<'_>) -> Result<()> {
+        let source = &self.artifact.sources[index];
+        if source.binding == Binding::Owned {
+            // Every run's inputs come this way: checked and copied in, nothing staged.
+            let bytes = self.artifact.logical_bytes(index, values)?;
+            let status = self.live.copy_source(source.key, &bytes);
+            return check(status, "zgc_runtime_copy_source", || format!("source {:?}", source.name));
+        }
         let artifact = self.artifact.clone();
         let source = &artifact.sources[index];
         if source.binding == Binding::Bound {

@@ -224,7 +224,8 @@ fn is_storage_array(source: &SourceInfo, class: &str, len: usize) -> bool {
 }
 
 fn is_storage(source: &SourceInfo, values: &JsArray) -> bool {
-    is_storage_array(source, &values.class_name(), values.len())
+    // The binding first: it rules out most inputs without naming the array.
+    source.binding == Binding::Bound && is_storage_array(source, &values.class_name(), values.len())
 }
 
 /// The inputs and outputs of one fast call: applies each (index, values) pair as a run input,
