@@ -92,10 +92,11 @@ fn every_status_is_an_error_and_the_instance_stays_usable() {
     let mut rt = Instance::new(artifact.clone()).unwrap();
     let run_status = artifact.source_index("run_status").unwrap();
     rt.set(artifact.source_index("buf").unwrap(), Elements::F32(&[1.0, 2.0])).unwrap();
-    for status in [1i8, 2, 5, 9, 42, -3] {
+    for (status, code) in [(1i8, "ERR_ZGC_INVALID_ARGUMENT"), (2, "ERR_ZGC_INVALID_RUNTIME_STORAGE"), (5, "ERR_ZGC_SIZE_MISMATCH"), (9, "ERR_ZGC_BUFFER_TOO_SMALL"), (42, "ERR_ZGC_UNKNOWN_STATUS"), (-3, "ERR_ZGC_UNKNOWN_STATUS")] {
         rt.set(run_status, Elements::I8(&[status])).unwrap();
         let err = rt.run().unwrap_err();
-        assert!(err.code().starts_with("ERR_ZGC_"), "{err}");
+        assert_eq!(err.code(), code, "{err}");
+        assert!(err.to_string().starts_with("zgc_runtime_run returned ") && err.to_string().contains(&format!("(status {status})")), "{err}");
     }
     rt.set(run_status, Elements::I8(&[0])).unwrap();
     rt.run().unwrap();
@@ -103,15 +104,60 @@ fn every_status_is_an_error_and_the_instance_stays_usable() {
     assert!(Instance::new(Arc::new(Artifact::open(&failing).unwrap())).is_err());
 }
 
-#[test]
-fn every_malformed_variant_is_refused_at_load() {
+/// One `{ rule: 'X', code: 'Y', message: /Z/ }` entry of `__test__/fixtures/manifest.js`.
+struct Rule {
+    rule: String,
+    code: String,
+    /// The message pattern's literal runs, in order (the patterns use only `.*` between them).
+    parts: Vec<String>,
+}
+
+fn quoted(text: &str, key: &str) -> String {
+    let at = text.find(&format!("{key}: '")).unwrap_or_else(|| panic!("no {key} in {text}")) + key.len() + 3;
+    text[at..at + text[at..].find('\'').unwrap()].to_owned()
+}
+
+fn rules() -> Vec<Rule> {
     let manifest = std::fs::read_to_string(fixtures().join("manifest.js")).unwrap();
-    let rules: Vec<&str> = manifest.match_indices("rule: '").map(|(at, m)| &manifest[at + m.len()..]).map(|rest| &rest[..rest.find('\'').unwrap()]).collect();
-    assert!(rules.len() >= 25, "found {} rules", rules.len());
-    for rule in rules {
+    manifest
+        .lines()
+        .filter(|l| l.trim_start().starts_with("{ rule: '"))
+        .map(|line| {
+            let start = line.find("message: /").unwrap() + "message: /".len();
+            let pattern = &line[start..start + line[start..].rfind('/').unwrap()];
+            let parts = pattern
+                .split(".*")
+                .map(|run| {
+                    let mut out = String::new();
+                    let mut chars = run.chars();
+                    while let Some(c) = chars.next() {
+                        out.push(if c == '\\' { chars.next().unwrap() } else { c });
+                    }
+                    out
+                })
+                .collect();
+            Rule { rule: quoted(line, "rule"), code: quoted(line, "code"), parts }
+        })
+        .collect()
+}
+
+#[test]
+fn every_malformed_variant_is_refused_at_load_with_its_code_and_rule() {
+    let rules = rules();
+    assert_eq!(rules.len(), 30, "the manifest's malformed rules");
+    for Rule { rule, code, parts } in rules {
         let path = build(&format!("malformed-{rule}"), "malformed.c", &[format!("BAD_{rule}")]);
-        let refused = Artifact::open(&path).and_then(|a| Instance::new(Arc::new(a)));
-        assert!(refused.is_err(), "malformed-{rule} was accepted");
+        let err = match Artifact::open(&path).and_then(|a| Instance::new(Arc::new(a))) {
+            Err(e) => e,
+            Ok(_) => panic!("malformed-{rule} was accepted"),
+        };
+        assert_eq!(err.code(), code, "malformed-{rule}: {err}");
+        let message = err.to_string();
+        let mut from = 0;
+        for part in &parts {
+            let at = message[from..].find(part.as_str()).unwrap_or_else(|| panic!("malformed-{rule}: {message:?} lacks {part:?}"));
+            from += at + part.len();
+        }
     }
     let base = Artifact::open(&build("malformed-base", "malformed.c", &[])).unwrap();
     Instance::new(Arc::new(base)).unwrap();
