@@ -130,8 +130,8 @@ pub struct Batch<T> {
     pub displaced: Vec<Box<dyn BoundRegion>>,
 }
 
-/// Finished runs are handed over when the queue runs dry, and at least this often while it
-/// does not, so that a long stream of runs still settles promptly.
+/// Finished runs are handed over when the queue runs dry, after any run this long, and at
+/// least this often while it does not, so that a long stream of runs still settles promptly.
 pub const BATCH_TIME: Duration = Duration::from_millis(1);
 pub const BATCH_RUNS: usize = 256;
 
@@ -408,7 +408,8 @@ impl<T: Send + 'static> Queue<T> {
                     // machine; the next run of a stream usually comes sooner, so watch for it
                     // first (yielding, so that a busy JavaScript thread loses nothing).
                     drop(st);
-                    spun = self.spin_for_work();
+                    self.spin_for_work();
+                    spun = true;
                     st = self.state();
                     continue;
                 }
@@ -423,8 +424,11 @@ impl<T: Send + 'static> Queue<T> {
 
             let done = self.run(lane, job, &*sink, &mut batch.displaced);
             first_done.get_or_insert_with(Instant::now);
+            // A run as long as the batch time goes at once: the next may be as long, and the
+            // finished ones would wait for it.
+            let long = done.compute >= BATCH_TIME;
             batch.done.push(done);
-            if batch.done.len() >= BATCH_RUNS || first_done.is_some_and(|t| t.elapsed() >= BATCH_TIME) {
+            if long || batch.done.len() >= BATCH_RUNS || first_done.is_some_and(|t| t.elapsed() >= BATCH_TIME) {
                 hand_over(&*sink, std::mem::replace(&mut batch, Batch { done: Vec::new(), displaced: Vec::new() }));
                 first_done = None;
             }
@@ -435,9 +439,9 @@ impl<T: Send + 'static> Queue<T> {
         sink.worker_exit(lane);
     }
 
-    /// Watches for a queued run for up to `SPIN` before the worker sleeps. Returns true (the
-    /// wait is over either way: the caller looks at the queue again, and sleeps if it is empty).
-    fn spin_for_work(&self) -> bool {
+    /// Watches for a queued run for up to `SPIN` before the worker sleeps (the caller then looks
+    /// at the queue again, and sleeps if it is still empty).
+    fn spin_for_work(&self) {
         let until = Instant::now() + SPIN;
         let mut turns = 0u32;
         while self.shared.waiting.load(Ordering::Acquire) == 0 && !self.closing.load(Ordering::Acquire) && Instant::now() < until {
@@ -448,7 +452,6 @@ impl<T: Send + 'static> Queue<T> {
                 std::hint::spin_loop();
             }
         }
-        true
     }
 
     fn run(&self, lane: usize, job: Job<T>, sink: &dyn Sink<T>, displaced: &mut Vec<Box<dyn BoundRegion>>) -> Done<T> {
@@ -492,5 +495,70 @@ fn hand_over<T: 'static>(sink: &dyn Sink<T>, batch: Batch<T>) {
     if let Err(batch) = sink.deliver(batch) {
         // The JavaScript thread is gone: what the runs hold may include its references.
         std::mem::forget(batch);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn percentiles_are_nearest_rank_over_the_last_samples() {
+        let mut r = Ring::default();
+        assert_eq!(r.percentiles(&[50.0]), vec![None]);
+        for ms in 1..=100 {
+            r.push(ms * MS);
+        }
+        let ns = |ms: u64| Some(ms * 1_000_000);
+        assert_eq!(r.percentiles(&[0.0, 1.0, 50.0, 90.0, 99.0, 100.0]), vec![ns(1), ns(1), ns(50), ns(90), ns(99), ns(100)]);
+        // Past SAMPLES the oldest are replaced, one by one.
+        for _ in 0..SAMPLES {
+            r.push(500 * MS);
+        }
+        assert_eq!(r.ns.len(), SAMPLES);
+        assert_eq!(r.percentiles(&[0.0, 100.0]), vec![ns(500), ns(500)]);
+        r.push(7 * MS);
+        assert_eq!(r.percentiles(&[0.0]), vec![ns(7)]);
+        assert_eq!(r.next, (100 + SAMPLES + 1) % SAMPLES);
+    }
+
+    #[test]
+    fn stats_count_successes_and_failures_apart_and_keep_both_latencies() {
+        let mut s = Stats::default();
+        s.record(true, 2 * MS, 10 * MS);
+        s.record(true, 4 * MS, 30 * MS);
+        s.record(false, 6 * MS, 20 * MS);
+        assert_eq!((s.completed, s.failed), (2, 1));
+        assert_eq!(s.queue_wait_percentiles(&[50.0, 100.0]), vec![Some(4_000_000), Some(6_000_000)]);
+        assert_eq!(s.compute_percentiles(&[0.0, 50.0]), vec![Some(10_000_000), Some(20_000_000)]);
+    }
+
+    #[test]
+    fn inline_runs_count_in_the_stats_and_the_policy() {
+        let shared = Shared { policy: Policy::new(Offload::Never), stats: Mutex::new(Stats::default()), waiting: AtomicUsize::new(0) };
+        assert!(shared.nothing_waiting());
+        assert!(shared.record_inline(true, 3 * MS));
+        assert!(shared.record_inline(false, MS));
+        let stats = shared.stats.lock().unwrap();
+        assert_eq!((stats.completed, stats.failed), (1, 1));
+        assert_eq!(stats.queue_wait_percentiles(&[100.0]), vec![Some(0)]);
+        assert_eq!(stats.compute_percentiles(&[100.0]), vec![Some(3_000_000)]);
+        assert_eq!(shared.policy.inline_runs(), 2);
+        shared.waiting.store(1, Ordering::Release);
+        assert!(!shared.nothing_waiting());
+        let auto = Shared { policy: Policy::new(Offload::Auto), stats: Mutex::new(Stats::default()), waiting: AtomicUsize::new(0) };
+        assert!(!auto.record_inline(true, 5 * MS), "a 5 ms inline run sends the next away");
+    }
+
+    #[test]
+    fn a_hop_is_what_a_run_that_found_its_worker_idle_waited_beyond_its_compute() {
+        let submitted = Instant::now();
+        let done = |found_idle| Done { token: (), result: Ok(Vec::new()), core: None, queue_wait: MS, compute: 3 * MS, submitted, found_idle };
+        let later = submitted + 10 * MS;
+        assert_eq!(done(true).hop(later), Some(7 * MS));
+        assert_eq!(done(false).hop(later), None);
+        assert_eq!(done(true).hop(submitted), Some(Duration::ZERO), "never negative");
     }
 }

@@ -231,6 +231,43 @@ mod tests {
     }
 
     #[test]
+    fn the_limit_alone_decides_when_a_hop_costs_more_than_any_run() {
+        let p = Policy::new(Offload::Auto);
+        p.record_offloaded(US, Some(Duration::from_secs(10)));
+        assert!(p.inline());
+        assert!(p.record_inline(INLINE_LIMIT), "exactly the limit still stays inline");
+        assert!(!p.record_inline(INLINE_LIMIT + US), "just past it leaves");
+    }
+
+    #[test]
+    fn an_estimate_equal_to_the_hop_stays_inline() {
+        let p = Policy::new(Offload::Auto);
+        p.record_offloaded(US, Some(4 * US)); // compute 1,000 ns, hop 4,000 ns
+        assert!(p.inline());
+        // 1,000 - 125 + 25,000 / 8 = 4,000: equal to the hop, not above it.
+        assert!(p.record_inline(25 * US));
+        assert_eq!(p.compute_ns(), Some(4_000));
+        assert!(!p.record_inline(25 * US), "and above it leaves");
+    }
+
+    #[test]
+    fn going_inline_needs_a_run_under_half_the_limit_as_well_as_half_a_hop() {
+        let p = Policy::new(Offload::Auto);
+        p.record_offloaded(600 * US, Some(Duration::from_secs(10)));
+        assert!(!p.inline(), "600 us is over half the 1 ms limit");
+        let q = Policy::new(Offload::Auto);
+        q.record_offloaded(INLINE_LIMIT / 2, Some(Duration::from_secs(10)));
+        assert!(!q.inline(), "exactly half is not under it");
+        let r = Policy::new(Offload::Auto);
+        r.record_offloaded(30 * US, Some(60 * US));
+        assert!(!r.inline(), "exactly half a hop is not under it");
+        for _ in 0..3 {
+            r.record_offloaded(30 * US, None);
+        }
+        assert_eq!(r.offloaded_runs(), 4);
+    }
+
+    #[test]
     fn always_and_never_ignore_every_measurement() {
         let always = Policy::new(Offload::Always);
         let never = Policy::new(Offload::Never);

@@ -31,8 +31,11 @@ fn build(name: &str, source: &str) -> String {
     out.to_string_lossy().into_owned()
 }
 
+/// A finished run as the tests see it: token, result, and whether it gave a hop sample.
+type Finished = (u64, Result<Vec<OutputData>, Error>, bool);
+
 enum Event {
-    Batch(Vec<(u64, Result<Vec<OutputData>, Error>)>),
+    Batch(Vec<Finished>),
     Exit(usize),
 }
 
@@ -41,11 +44,13 @@ struct ChannelSink(Mutex<Sender<Event>>);
 
 impl Sink<u64> for ChannelSink {
     fn deliver(&self, batch: Batch<u64>) -> Result<(), Batch<u64>> {
+        let now = std::time::Instant::now();
         let done = batch.done.into_iter().map(|d| {
             if let Some(core) = &d.core {
                 core.settled();
             }
-            (d.token, d.result)
+            let hop = d.hop(now).is_some();
+            (d.token, d.result, hop)
         });
         self.0.lock().unwrap().send(Event::Batch(done.collect())).unwrap();
         Ok(())
@@ -82,19 +87,35 @@ fn f32s(out: &OutputData) -> &[f32] {
     }
 }
 
-/// Collects `n` finished runs (and counts the batches they came in).
-fn collect(rx: &Receiver<Event>, n: usize) -> (Vec<(u64, Result<Vec<OutputData>, Error>)>, usize) {
-    let (mut all, mut batches) = (Vec::new(), 0);
+/// Collects `n` finished runs, and the sizes of the batches they came in.
+fn collect_batches(rx: &Receiver<Event>, n: usize) -> (Vec<Finished>, Vec<usize>) {
+    let (mut all, mut batches) = (Vec::new(), Vec::new());
     while all.len() < n {
         match rx.recv_timeout(Duration::from_secs(30)).expect("runs finish") {
             Event::Batch(done) => {
-                batches += 1;
+                batches.push(done.len());
                 all.extend(done);
             }
             Event::Exit(lane) => panic!("lane {lane} exited early"),
         }
     }
     (all, batches)
+}
+
+fn collect(rx: &Receiver<Event>, n: usize) -> (Vec<(u64, Result<Vec<OutputData>, Error>)>, usize) {
+    let (all, batches) = collect_batches(rx, n);
+    (all.into_iter().map(|(t, r, _)| (t, r)).collect(), batches.len())
+}
+
+/// Waits (briefly) for the workers to have left the runs they handed over.
+fn settles(queue: &Queue<u64>) {
+    for _ in 0..500 {
+        if queue.figures().in_flight == 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    panic!("the queue still counts runs in flight");
 }
 
 #[test]
@@ -233,4 +254,56 @@ fn a_run_whose_instance_is_gone_fails_closed_and_errors_leave_the_queue_working(
     queue.submit(2, 0, with(0), false, None, &sink).map_err(|(e, _)| e).unwrap();
     let (done, _) = collect(&rx, 1);
     assert!(matches!(done[0].1, Err(Error::Closed)));
+}
+
+#[test]
+fn batches_are_bounded_in_size_and_time_and_idle_runs_give_hop_samples() {
+    let artifact = Arc::new(Artifact::open(&build("slow", "slow.c")).unwrap());
+    let core = slow(&artifact, 0.0);
+    let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Runtime, usize::MAX, Offload::Always);
+    assert_eq!(queue.lanes(), 1);
+    let (sink, rx) = sink();
+    let n = 3000u64;
+    for i in 0..n {
+        queue.submit(i, 0, feed(&artifact, [i as f32; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+    }
+    let (done, sizes) = collect_batches(&rx, n as usize);
+    assert!(sizes.iter().all(|&s| s <= zgc_runtime::executor::BATCH_RUNS), "batch sizes {sizes:?}");
+    assert!(sizes.len() < n as usize / 4);
+    // The first run found the worker idle: a hop sample. Runs queued behind it: none.
+    assert!(done[0].2, "the first run's wait was a hop");
+    assert_eq!(done.iter().filter(|d| d.2).count(), 1, "only the first run found the worker idle");
+    settles(&queue);
+    // Runs slower than BATCH_TIME are handed over one by one, not held for the queue to drain.
+    let slow_core = slow(&artifact, 5.0);
+    let slow_queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&slow_core)], Owner::Runtime, usize::MAX, Offload::Always);
+    for i in 0..6 {
+        slow_queue.submit(i, 0, feed(&artifact, [1.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+    }
+    let (_, sizes) = collect_batches(&rx, 6);
+    assert!(sizes.len() >= 5, "batch sizes {sizes:?}");
+    settles(&slow_queue);
+    assert_eq!(slow_queue.figures().waiting, 0);
+}
+
+#[test]
+fn stop_refuses_new_runs_and_lets_queued_ones_finish() {
+    let artifact = Arc::new(Artifact::open(&build("slow", "slow.c")).unwrap());
+    let cores: Vec<_> = (0..2).map(|_| slow(&artifact, 10.0)).collect();
+    let queue: Arc<Queue<u64>> = Queue::new(cores.iter().map(Arc::downgrade).collect(), Owner::Pool, usize::MAX, Offload::Always);
+    assert_eq!(queue.lanes(), 2);
+    let (sink, rx) = sink();
+    for i in 0..6 {
+        queue.submit(i, 0, feed(&artifact, [i as f32; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+    }
+    queue.stop();
+    assert!(!queue.closed(), "stopped is not closed");
+    assert!(matches!(queue.submit(9, 0, Vec::new(), false, None, &sink), Err((Error::Closed, 9))));
+    let (done, _) = collect(&rx, 6);
+    let mut tokens: Vec<u64> = done.iter().map(|d| d.0).collect();
+    tokens.sort_unstable();
+    assert_eq!(tokens, (0..6).collect::<Vec<_>>());
+    assert!(done.iter().all(|d| d.1.is_ok()));
+    assert!(queue.close().is_empty());
+    assert!(queue.closed());
 }

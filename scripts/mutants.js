@@ -1,0 +1,50 @@
+#!/usr/bin/env node
+'use strict';
+
+// npm run mutants [-- --file src/x.rs ...]: mutation testing of the Rust core with
+// cargo-mutants (installed on first use, pinned), configured by .cargo/mutants.toml (which
+// files, and the survivors known to be equivalent, each with its reason). Extra arguments go
+// to cargo mutants. Not part of npm test: a full run takes the better part of an hour on 2 cores.
+const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const root = path.join(__dirname, '..');
+const VERSION = '27.1.0';
+
+function installed() {
+  const r = spawnSync('cargo', ['mutants', '--version'], { encoding: 'utf8' });
+  return r.status === 0 && r.stdout.includes(VERSION);
+}
+
+if (!installed()) {
+  console.log(`installing cargo-mutants ${VERSION} (a few minutes, once)`);
+  const r = spawnSync('cargo', ['install', 'cargo-mutants', '--locked', '--version', VERSION], { stdio: 'inherit' });
+  if (r.status !== 0) process.exit(1);
+}
+const started = Date.now();
+const run = spawnSync('cargo', ['mutants', '--jobs', '2', '--timeout', '120', ...process.argv.slice(2)], { cwd: root, stdio: 'inherit' });
+const outcomes = path.join(root, 'mutants.out', 'outcomes.json');
+if (fs.existsSync(outcomes)) {
+  const { outcomes: list } = JSON.parse(fs.readFileSync(outcomes, 'utf8'));
+  const byFile = new Map();
+  for (const o of list) {
+    const file = o.scenario && o.scenario.Mutant ? o.scenario.Mutant.source_file || o.scenario.Mutant.file : null;
+    if (!file) continue;
+    const summary = o.summary;
+    const row = byFile.get(file) || { caught: 0, missed: 0, timeout: 0, unviable: 0 };
+    if (summary === 'CaughtMutant') row.caught += 1;
+    else if (summary === 'MissedMutant') row.missed += 1;
+    else if (summary === 'Timeout') row.timeout += 1;
+    else if (summary === 'Unviable') row.unviable += 1;
+    byFile.set(file, row);
+  }
+  console.log('\n| file | caught | missed | timeout | unviable | score |\n|---|---|---|---|---|---|');
+  for (const [file, r] of [...byFile].sort()) {
+    const viable = r.caught + r.missed + r.timeout;
+    console.log(`| ${file} | ${r.caught} | ${r.missed} | ${r.timeout} | ${r.unviable} | ${viable ? (((r.caught + r.timeout) / viable) * 100).toFixed(0) : '—'}% |`);
+  }
+  console.log(`\n${((Date.now() - started) / 60000).toFixed(1)} minutes; survivors in mutants.out/missed.txt`);
+}
+// cargo mutants: 0 all caught, 2 survivors, 3 timeouts.
+process.exitCode = run.status;
