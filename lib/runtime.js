@@ -125,8 +125,6 @@ class Runtime {
   #closed = false;
   /** Whether the next async run goes inline (the native offload policy's last word). */
   #inline;
-  /** Ids for async runs that carry an AbortSignal (to cancel them natively). */
-  #ids = 0;
   /**
    * Arguments of the fast run call, reused at a fixed length (resizing an array each call
    * costs more than the call): [handle, outputCount, pairCount, ...outputs, ...(index, values)].
@@ -292,8 +290,12 @@ class Runtime {
     for (let i = 0; i < outputCount; i++) {
       args[3 + i] = into !== undefined ? into[i] : this.#scratch[i] || new this.#outputArrays[i](this.#info.outputs[i].elementCount);
     }
-    if (into !== undefined) {
-      for (const i of this.#f16Outputs) if (ArrayBuffer.isView(into[i]) && isFloat16Array(into[i])) args[3 + i] = f16Bits(into[i], `output ${i}`);
+    const f16 = this.#f16Outputs;
+    if (into !== undefined && f16.length !== 0) {
+      for (let k = 0; k < f16.length; k++) {
+        const i = f16[k];
+        if (ArrayBuffer.isView(into[i]) && isFloat16Array(into[i])) args[3 + i] = f16Bits(into[i], `output ${i}`);
+      }
     }
     const first = 3 + outputCount;
     let n = first;
@@ -503,6 +505,7 @@ class Runtime {
   }
 }
 
+/** Ids of async runs that carry an AbortSignal, by which they are cancelled natively. */
 let lastId = 0;
 
 /**
