@@ -46,6 +46,8 @@ pub fn value_arrays(dtype: DType) -> &'static str {
     }
 }
 
+// No is_empty: nothing asks, and an empty run of elements is just one of length 0.
+#[allow(clippy::len_without_is_empty)]
 impl Elements<'_> {
     pub fn len(&self) -> usize {
         match self {
@@ -55,9 +57,6 @@ impl Elements<'_> {
             Elements::I8(v) => v.len(),
             Elements::U8(v) => v.len(),
         }
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
     pub fn js_name(&self) -> &'static str {
         match self {
@@ -70,6 +69,7 @@ impl Elements<'_> {
     }
 }
 
+#[allow(clippy::len_without_is_empty)]
 impl ElementsMut<'_> {
     pub fn len(&self) -> usize {
         match self {
@@ -78,9 +78,6 @@ impl ElementsMut<'_> {
             ElementsMut::I8(v) => v.len(),
             ElementsMut::U8(v) => v.len(),
         }
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
     pub fn js_name(&self) -> &'static str {
         match self {
@@ -206,6 +203,29 @@ mod tests {
         let bytes = to_storage("x", DType::F16, Elements::F32(&v)).unwrap();
         let bits: Vec<u16> = bytes.chunks(2).map(|c| u16::from_ne_bytes([c[0], c[1]])).collect();
         assert_eq!(bits, vec![0x3c00, 0x3c02, 0x7c00, 0x8000]);
+    }
+
+    #[test]
+    fn each_dtype_names_its_arrays() {
+        let all = [DType::F32, DType::F16, DType::I8, DType::Bool];
+        assert_eq!(all.map(storage_array), ["Float32Array", "Uint16Array", "Int8Array", "Uint8Array"]);
+        assert_eq!(all.map(output_arrays), ["a Float32Array", "a Float32Array (values), a Uint16Array (f16 bits) or a Float16Array", "an Int8Array", "a Uint8Array"]);
+        assert_eq!(value_arrays(DType::F16), "a Float32Array or Float64Array (rounded to f16), a Uint16Array of f16 bits or a Float16Array");
+        let (mut a, mut b, mut c, mut d) = ([0f32; 1], [0u16; 1], [0i8; 1], [0u8; 1]);
+        let names = [ElementsMut::F32(&mut a), ElementsMut::U16(&mut b), ElementsMut::I8(&mut c), ElementsMut::U8(&mut d)].map(|e| e.js_name());
+        assert_eq!(names, ["Float32Array", "Uint16Array", "Int8Array", "Uint8Array"]);
+    }
+
+    #[test]
+    fn an_output_refuses_a_wrong_target_by_both_names() {
+        let mut q = [0i8; 4];
+        let err = output_target(|| "output 2".into(), DType::F32, ElementsMut::I8(&mut q)).err().unwrap();
+        assert_eq!(err.code(), "ERR_ZGC_DTYPE");
+        assert_eq!(err.to_string(), "source \"output 2\" (f32) expects a Float32Array, got Int8Array");
+        let err = output_error(1, DType::F16, "Int16Array".into());
+        assert_eq!(err.to_string(), "source \"output 1\" (f16) expects a Float32Array (values), a Uint16Array (f16 bits) or a Float16Array, got Int16Array");
+        let mut f = [0f32; 2];
+        assert!(matches!(output_target(|| unreachable!(), DType::F16, ElementsMut::F32(&mut f)), Ok(OutputTarget::DecodeF16(_))));
     }
 
     #[test]

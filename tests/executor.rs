@@ -212,7 +212,14 @@ fn cancel_takes_back_a_run_that_has_not_started_and_close_rejects_the_rest() {
     let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Runtime, usize::MAX, Offload::Always);
     let (sink, rx) = sink();
     queue.submit(0, 10, feed(&artifact, [3.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
-    std::thread::sleep(Duration::from_millis(20)); // the worker is inside run 0 now
+    // Until the worker has taken run 0 (it then sleeps 80 ms inside it).
+    for _ in 0..1000 {
+        if queue.shared.nothing_waiting() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(queue.shared.nothing_waiting());
     for i in 1..5 {
         queue.submit(i, 10 + i, feed(&artifact, [4.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
     }
@@ -264,8 +271,15 @@ fn batches_are_bounded_in_size_and_time_and_idle_runs_give_hop_samples() {
     assert_eq!(queue.lanes(), 1);
     let (sink, rx) = sink();
     let n = 3000u64;
+    // The first run sleeps 100 ms, so that every later one is queued behind it.
+    let sleep_ms = artifact.source_index("sleep_ms").unwrap();
+    let with_sleep = |x: f32, ms: f32| {
+        let mut feeds = feed(&artifact, [x; 4]);
+        feeds.push(artifact.stage_values(sleep_ms, Elements::F32(&[ms])).unwrap().into_owned());
+        feeds
+    };
     for i in 0..n {
-        queue.submit(i, 0, feed(&artifact, [i as f32; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(i, 0, with_sleep(i as f32, if i == 0 { 100.0 } else { 0.0 }), false, None, &sink).map_err(|(e, _)| e).unwrap();
     }
     let (done, sizes) = collect_batches(&rx, n as usize);
     assert!(sizes.iter().all(|&s| s <= zgc_runtime::executor::BATCH_RUNS), "batch sizes {sizes:?}");
