@@ -20,13 +20,17 @@ fn build(name: &str, source: &str) -> String {
     let out = dir.join(format!("{name}.so"));
     if !out.exists() {
         let fixtures: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("__test__").join("fixtures");
+        // Built under a name of its own, then renamed: tests run in parallel, and a test must
+        // never open a library another is still writing.
+        let part = dir.join(format!("{name}.so.{:?}", std::thread::current().id()));
         let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
             .args(["-shared", "-fPIC", "-O1", "-o"])
-            .arg(&out)
+            .arg(&part)
             .arg(fixtures.join(source))
             .status()
             .expect("cc runs");
         assert!(status.success(), "cc failed for {source}");
+        std::fs::rename(&part, &out).unwrap();
     }
     out.to_string_lossy().into_owned()
 }

@@ -19,13 +19,17 @@ fn build(name: &str, source: &str, defines: &[String]) -> String {
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join(format!("{name}.so"));
     if !out.exists() {
+        // Built under a name of its own, then renamed: tests run in parallel, and a test must
+        // never open a library another is still writing.
+        let part = dir.join(format!("{name}.so.{:?}", std::thread::current().id()));
         let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
-        cc.args(["-shared", "-fPIC", "-O1", "-o"]).arg(&out);
+        cc.args(["-shared", "-fPIC", "-O1", "-o"]).arg(&part);
         for d in defines {
             cc.arg(format!("-D{d}"));
         }
         let status = cc.arg(fixtures().join(source)).status().expect("cc runs");
         assert!(status.success(), "cc failed for {source}");
+        std::fs::rename(&part, &out).unwrap();
     }
     out.to_string_lossy().into_owned()
 }

@@ -17,13 +17,17 @@ fn dtypes() -> Arc<Artifact> {
     let out = dir.join("dtypes.so");
     if !out.exists() {
         let fixtures: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("__test__").join("fixtures");
+        // Built under a name of its own, then renamed: tests run in parallel, and a test must
+        // never open a library another is still writing.
+        let part = dir.join(format!("dtypes.so.{:?}", std::thread::current().id()));
         let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
             .args(["-shared", "-fPIC", "-O1", "-o"])
-            .arg(&out)
+            .arg(&part)
             .arg(fixtures.join("dtypes.c"))
             .status()
             .expect("cc runs");
         assert!(status.success());
+        std::fs::rename(&part, &out).unwrap();
     }
     Arc::new(Artifact::open(&out.to_string_lossy()).unwrap())
 }
