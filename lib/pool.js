@@ -52,9 +52,9 @@ class Pool {
 
   get size() { return this.#runtimes.length; }
   /** Runs waiting for a free instance. */
-  get pending() { return this.#native.stats().queueDepth; }
+  get pending() { return this.#native.figures()[1]; }
   /** Runs executing now (or starting on a free instance). */
-  get inFlight() { return this.#native.stats().inFlight; }
+  get inFlight() { return this.#native.figures()[0]; }
   get closed() { return this.#closed; }
   /** The pool's runtimes, for inspection (their metadata is the artifact's). */
   get runtimes() { return this.#runtimes; }

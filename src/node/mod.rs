@@ -640,6 +640,13 @@ impl NativePool {
         self.lanes.shared().policy.inline()
     }
 
+    /// `[inFlight, waiting]` without the percentiles `stats()` sorts for.
+    #[napi]
+    pub fn figures(&self) -> Vec<u32> {
+        let f = self.lanes.queue.figures();
+        vec![f.in_flight as u32, f.waiting as u32]
+    }
+
     /// A promise that resolves once every run handed in has settled.
     #[napi]
     pub fn settled<'env>(&self, env: &'env Env) -> napi::Result<Unknown<'env>, Code> {
