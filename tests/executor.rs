@@ -2,8 +2,8 @@
 //! calls inside one instance, pools running in parallel, a bounded queue, cancel and close.
 //! A channel stands in for the JavaScript thread.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,24 +15,7 @@ use zgc_runtime::sys::runtime::Temporary;
 use zgc_runtime::{Artifact, Error, Instance};
 
 fn build(name: &str, source: &str) -> String {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("executor-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join(format!("{name}.so"));
-    if !out.exists() {
-        let fixtures: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("__test__").join("fixtures");
-        // Built under a name of its own, then renamed: tests run in parallel, and a test must
-        // never open a library another is still writing.
-        let part = dir.join(format!("{name}.so.{:?}", std::thread::current().id()));
-        let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-            .args(["-shared", "-fPIC", "-O1", "-o"])
-            .arg(&part)
-            .arg(fixtures.join(source))
-            .status()
-            .expect("cc runs");
-        assert!(status.success(), "cc failed for {source}");
-        std::fs::rename(&part, &out).unwrap();
-    }
-    out.to_string_lossy().into_owned()
+    common::build(name, source, &[])
 }
 
 /// A finished run as the tests see it: token, result, and whether it gave a hop sample.

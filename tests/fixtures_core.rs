@@ -2,37 +2,13 @@
 //! `__test__/fixtures/`, loaded, run and closed through `Artifact` and `Instance`. This is
 //! also the suite run under valgrind memcheck (see README, Robustness).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
+use common::{build, fixtures};
 use std::sync::Arc;
 use zgc_runtime::dtype::Elements;
 use zgc_runtime::instance::OutputData;
 use zgc_runtime::{Artifact, Instance};
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("__test__").join("fixtures")
-}
-
-/// Builds `source` with `defines` into this test's own directory, once per name.
-fn build(name: &str, source: &str, defines: &[String]) -> String {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fixtures-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join(format!("{name}.so"));
-    if !out.exists() {
-        // Built under a name of its own, then renamed: tests run in parallel, and a test must
-        // never open a library another is still writing.
-        let part = dir.join(format!("{name}.so.{:?}", std::thread::current().id()));
-        let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
-        cc.args(["-shared", "-fPIC", "-O1", "-o"]).arg(&part);
-        for d in defines {
-            cc.arg(format!("-D{d}"));
-        }
-        let status = cc.arg(fixtures().join(source)).status().expect("cc runs");
-        assert!(status.success(), "cc failed for {source}");
-        std::fs::rename(&part, &out).unwrap();
-    }
-    out.to_string_lossy().into_owned()
-}
 
 fn f32s(out: &OutputData) -> Vec<f32> {
     match out {

@@ -2,8 +2,8 @@
 //! of runtime storage (kind, size, alignment, binding), unbound sources named on run, output
 //! targets of the wrong length, and f16 outputs as bits or values.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
 use std::sync::Arc;
 use zgc_runtime::dtype::{Elements, ElementsMut};
 use zgc_runtime::instance::OutputData;
@@ -12,24 +12,7 @@ use zgc_runtime::sys::runtime::BoundRegion;
 use zgc_runtime::{Artifact, Instance};
 
 fn dtypes() -> Arc<Artifact> {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("instance-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join("dtypes.so");
-    if !out.exists() {
-        let fixtures: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("__test__").join("fixtures");
-        // Built under a name of its own, then renamed: tests run in parallel, and a test must
-        // never open a library another is still writing.
-        let part = dir.join(format!("dtypes.so.{:?}", std::thread::current().id()));
-        let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-            .args(["-shared", "-fPIC", "-O1", "-o"])
-            .arg(&part)
-            .arg(fixtures.join("dtypes.c"))
-            .status()
-            .expect("cc runs");
-        assert!(status.success());
-        std::fs::rename(&part, &out).unwrap();
-    }
-    Arc::new(Artifact::open(&out.to_string_lossy()).unwrap())
+    Arc::new(Artifact::open(&common::build("dtypes", "dtypes.c", &[])).unwrap())
 }
 
 /// `values` as f32 physical storage of `len` elements, in a runtime-owned aligned buffer.
