@@ -2,12 +2,13 @@
 'use strict';
 
 // npm run stress: 1,000,000 tiny runs and 10,000 load/run/close cycles (paths and bytes),
-// failing when resident memory or open file descriptors grow past a small bound after
-// warm-up. `--short` (CI, through __test__/stress.spec.js) does a tenth of each.
+// 100,000 offloaded async runs (a runtime, a pool of 2) and 1,000 runtimes each starting and
+// ending a worker thread, failing when resident memory, open file descriptors or OS threads
+// grow past a small bound after warm-up. `--short` (CI, through __test__/stress.spec.js) does a tenth of each.
 // Run with --expose-gc (npm run stress does) so that collected garbage is not counted.
 const fs = require('node:fs');
 const path = require('node:path');
-const { load } = require('..');
+const { load, createPool } = require('..');
 const { fixture } = require('../__test__/fixtures/manifest');
 
 const short = process.argv.includes('--short');
@@ -23,7 +24,19 @@ async function settle() {
     if (globalThis.gc) globalThis.gc();
     await turn();
   }
-  return { rss: process.memoryUsage().rss / 2 ** 20, fds: fs.readdirSync('/proc/self/fd').length };
+  return { rss: process.memoryUsage().rss / 2 ** 20, fds: fs.readdirSync('/proc/self/fd').length, threads: await threads() };
+}
+
+/** OS threads of this process, once the async-run workers of closed runtimes have ended. */
+async function threads() {
+  let count = fs.readdirSync('/proc/self/task').length;
+  for (let i = 0; i < 100; i++) {
+    await new Promise((r) => setTimeout(r, 10));
+    const now = fs.readdirSync('/proc/self/task').length;
+    if (now === count) break;
+    count = now;
+  }
+  return count;
 }
 
 // Yields every 1,000 iterations, as a service between requests would.
@@ -41,7 +54,37 @@ async function phase(name, total, step) {
   await steps(warmup, total);
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
   const after = await settle();
-  return { name, iterations: total, seconds: +seconds.toFixed(2), rssBeforeMB: +before.rss.toFixed(1), rssAfterMB: +after.rss.toFixed(1), growthMB: +(after.rss - before.rss).toFixed(2), fdGrowth: after.fds - before.fds };
+  return figures(name, total, seconds, before, after);
+}
+
+function figures(name, total, seconds, before, after) {
+  return {
+    name,
+    iterations: total,
+    seconds: +seconds.toFixed(2),
+    rssBeforeMB: +before.rss.toFixed(1),
+    rssAfterMB: +after.rss.toFixed(1),
+    growthMB: +(after.rss - before.rss).toFixed(2),
+    fdGrowth: after.fds - before.fds,
+    threadGrowth: after.threads - before.threads,
+  };
+}
+
+/** As `phase`, for an async step, 64 at a time. */
+async function phaseAsync(name, total, step) {
+  const lanes = async (from, to) => {
+    let next = from;
+    await Promise.all(Array.from({ length: 64 }, async () => {
+      while (next < to) await step(next++);
+    }));
+  };
+  const warmup = Math.ceil(total / 10);
+  await lanes(0, warmup);
+  const before = await settle();
+  const t0 = process.hrtime.bigint();
+  await lanes(warmup, total);
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  return figures(name, total, seconds, before, await settle());
 }
 
 const rt = load(fixture('add'));
@@ -49,6 +92,8 @@ const a = new Float32Array([1, 2, 3, 4]);
 const b = new Float32Array([0.5, 0.5, 0.5, 0.5]);
 const into = [new Float32Array(4)];
 const bytes = fs.readFileSync(fixture('add'));
+const offloaded = load(fixture('add'), { offload: 'always' });
+const pool = createPool(fixture('add'), { size: 2, offload: 'always' });
 async function main() {
   const results = [
     await phase('tiny run()', RUNS, (i) => {
@@ -70,14 +115,31 @@ async function main() {
     await phase('load/run, never closed (finalizers)', CYCLES, () => {
       load(fixture('dtypes')).set('x', new Float32Array(6));
     }),
+    await phaseAsync('runAsync, offloaded, 64 in flight', RUNS / 10, async (i) => {
+      const [out] = await offloaded.runAsync({ a: [i, 0, 0, 0], b });
+      if (out.data[0] !== Math.fround(i + 0.5)) throw new Error(`runAsync ${i} gave ${out.data[0]}`);
+    }),
+    await phaseAsync('pool of 2, offloaded, 64 in flight', RUNS / 10, async (i) => {
+      const [out] = await pool.run({ a: [i, 0, 0, 0], b });
+      if (out.data[0] !== Math.fround(i + 0.5)) throw new Error(`pool.run ${i} gave ${out.data[0]}`);
+    }),
+    // Each runtime's first offloaded run starts its worker thread; close() must end it.
+    await phaseAsync('load/runAsync/close (a worker each)', CYCLES / 10, async () => {
+      const r = load(fixture('add'), { offload: 'always' });
+      await r.runAsync({ a, b });
+      r.close();
+    }),
   ];
   rt.close();
+  offloaded.close();
+  await pool.close();
 
-  for (const r of results) console.log(`${r.name.padEnd(38)} ${String(r.iterations).padStart(9)} in ${String(r.seconds).padStart(6)} s  rss ${r.rssBeforeMB} -> ${r.rssAfterMB} MB (${r.growthMB >= 0 ? '+' : ''}${r.growthMB})  fds ${r.fdGrowth >= 0 ? '+' : ''}${r.fdGrowth}`);
-  const failed = results.filter((r) => r.growthMB > MAX_GROWTH_MB || r.fdGrowth > 0);
+  const signed = (n) => `${n >= 0 ? '+' : ''}${n}`;
+  for (const r of results) console.log(`${r.name.padEnd(38)} ${String(r.iterations).padStart(9)} in ${String(r.seconds).padStart(6)} s  rss ${r.rssBeforeMB} -> ${r.rssAfterMB} MB (${signed(r.growthMB)})  fds ${signed(r.fdGrowth)}  threads ${signed(r.threadGrowth)}`);
+  const failed = results.filter((r) => r.growthMB > MAX_GROWTH_MB || r.fdGrowth > 0 || r.threadGrowth > 0);
   console.log(JSON.stringify({ ok: failed.length === 0, maxGrowthMB: MAX_GROWTH_MB, results }));
   if (failed.length) {
-    console.error(`memory or descriptors grew past the bound (${MAX_GROWTH_MB} MB, 0 fds): ${failed.map((r) => r.name).join(', ')}`);
+    console.error(`memory, descriptors or threads grew past the bound (${MAX_GROWTH_MB} MB, 0 fds, 0 threads): ${failed.map((r) => r.name).join(', ')}`);
     process.exit(1);
   }
 }
