@@ -9,8 +9,30 @@ const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 
+const os = require('node:os');
+
 const root = path.join(__dirname, '..');
 const VERSION = '27.1.0';
+const STRYKER = '9.6.1'; // the last to run on Node 20
+const strykerHome = path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'zgc-runtime', 'stryker');
+
+// --js [FILE...]: Stryker over the JavaScript facade instead (stryker.config.json; FILEs
+// replace its `mutate` list). Installed on first use into a cache outside the checkout, as
+// the test hosts are, so that `npm ci` never needs it. It mutates files in place and puts
+// the whole tree back as it was when it started: edit nothing while it runs.
+if (process.argv.includes('--js')) {
+  const bin = path.join(strykerHome, 'node_modules', '.bin', 'stryker');
+  if (!fs.existsSync(bin)) {
+    fs.mkdirSync(strykerHome, { recursive: true });
+    fs.writeFileSync(path.join(strykerHome, 'package.json'), '{"name":"zgc-stryker","private":true}\n');
+    const r = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', `@stryker-mutator/core@${STRYKER}`, `@stryker-mutator/jest-runner@${STRYKER}`], { cwd: strykerHome, stdio: 'inherit' });
+    if (r.status !== 0) process.exit(1);
+  }
+  const files = process.argv.slice(2).filter((a) => a !== '--js');
+  const args = ['run', ...(files.length ? ['--mutate', files.join(',')] : [])];
+  const r = spawnSync(process.execPath, [bin, ...args], { cwd: root, stdio: 'inherit' });
+  process.exit(r.status === null ? 1 : r.status);
+}
 
 function installed() {
   const r = spawnSync('cargo', ['mutants', '--version'], { encoding: 'utf8' });
