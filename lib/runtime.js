@@ -34,7 +34,7 @@ function callerOf(fn, arity) {
   return caller;
 }
 const { ZgcError, fromNative } = require('./errors');
-const { toTypedArray, isFloat16Array, f16Bits } = require('./values');
+const { toTypedArray, forSource, isFloat16Array, f16Bits } = require('./values');
 const { hostName } = require('./platform');
 
 const { hasOwn } = Object;
@@ -123,7 +123,8 @@ class Runtime {
   #f16Bits;
   #float16;
   #closed = false;
-  /** Whether the next async run goes inline (the native offload policy's last word). */
+  /** The offload option, and whether the next async run goes inline (the native policy's last word). */
+  #offload;
   #inline;
   /**
    * Arguments of the fast run call, reused at a fixed length (resizing an array each call
@@ -149,6 +150,7 @@ class Runtime {
       throw fromNative(err);
     }
     artifact.users++;
+    this.#offload = checked.offload;
     this.#inline = checked.offload === 'never';
     const f16Option = checked.f16;
     this.#float16 = f16Option === 'float16';
@@ -208,7 +210,7 @@ class Runtime {
 
   /** The offload option, and what it does now: `{ mode, inline }` (see also `stats()`). */
   get offload() {
-    return { mode: this.#native.stats().offload, inline: this.#inline };
+    return { mode: this.#offload, inline: this.#inline };
   }
 
   /** Async runs of this runtime: completed, waiting, in flight, latencies, inline vs offloaded. */
@@ -256,9 +258,8 @@ class Runtime {
         { source: source.name },
       );
     }
-    const physical = source.dtype === 'f16' && isFloat16Array(storage) ? f16Bits(storage, `source ${JSON.stringify(source.name)}`) : storage;
     try {
-      this.#native.bind(index, physical);
+      this.#native.bind(index, forSource(source, storage));
     } catch (err) {
       throw fromNative(err);
     }

@@ -86,11 +86,14 @@ function f16Bits(array, what) {
   return bits;
 }
 
+/** `array` as the native layer takes it for `source`: a Float16Array for f16 as its bits. */
+function forSource(source, array) {
+  return source.dtype === 'f16' && isFloat16Array(array) ? f16Bits(array, `source ${JSON.stringify(source.name)}`) : array;
+}
+
 /** The TypedArray to hand to the native layer for `values` given to `source`. */
 function toTypedArray(source, values) {
-  if (ArrayBuffer.isView(values) && !(values instanceof DataView)) {
-    return source.dtype === 'f16' && isFloat16Array(values) ? f16Bits(values, `source ${JSON.stringify(source.name)}`) : values;
-  }
+  if (ArrayBuffer.isView(values) && !(values instanceof DataView)) return forSource(source, values);
   if (Array.isArray(values)) return fromArray(source, values);
   if (typeof values === 'number' || typeof values === 'boolean') {
     if (source.logicalCount !== 1) {
@@ -109,4 +112,4 @@ function toTypedArray(source, values) {
   );
 }
 
-module.exports = { toTypedArray, isFloat16Array, f16Bits };
+module.exports = { toTypedArray, forSource, isFloat16Array, f16Bits };
