@@ -130,6 +130,12 @@ pub struct Batch<T> {
     pub displaced: Vec<Box<dyn BoundRegion>>,
 }
 
+impl<T> Default for Batch<T> {
+    fn default() -> Batch<T> {
+        Batch { done: Vec::new(), displaced: Vec::new() }
+    }
+}
+
 /// Finished runs are handed over when the queue runs dry, after any run this long, and at
 /// least this often while it does not, so that a long stream of runs still settles promptly.
 pub const BATCH_TIME: Duration = Duration::from_millis(1);
@@ -386,7 +392,7 @@ impl<T: Send + 'static> Queue<T> {
 
     /// One worker: runs jobs for the instance of `lane` until the queue is closed and empty.
     fn work(self: Arc<Self>, lane: usize, sink: Arc<dyn Sink<T>>) {
-        let mut batch = Batch { done: Vec::new(), displaced: Vec::new() };
+        let mut batch = Batch::default();
         let mut first_done: Option<Instant> = None;
         let mut spun = false;
         let mut st = self.state();
@@ -395,7 +401,7 @@ impl<T: Send + 'static> Queue<T> {
                 if !batch.done.is_empty() {
                     // Nothing left to run: hand over what is finished before sleeping.
                     drop(st);
-                    hand_over(&*sink, std::mem::replace(&mut batch, Batch { done: Vec::new(), displaced: Vec::new() }));
+                    hand_over(&*sink, std::mem::take(&mut batch));
                     first_done = None;
                     st = self.state();
                     continue;
@@ -429,7 +435,7 @@ impl<T: Send + 'static> Queue<T> {
             let long = done.compute >= BATCH_TIME;
             batch.done.push(done);
             if long || batch.done.len() >= BATCH_RUNS || first_done.is_some_and(|t| t.elapsed() >= BATCH_TIME) {
-                hand_over(&*sink, std::mem::replace(&mut batch, Batch { done: Vec::new(), displaced: Vec::new() }));
+                hand_over(&*sink, std::mem::take(&mut batch));
                 first_done = None;
             }
             st = self.state();

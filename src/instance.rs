@@ -186,10 +186,10 @@ impl Instance {
     pub fn set(&mut self, index: usize, values: Elements<'_>) -> Result<()> {
         let source = &self.artifact.sources[index];
         if source.binding == Binding::Owned {
-            // Every run's inputs come this way: checked and copied in, nothing staged.
+            // Every run's inputs come this way: checked, then copied in by `apply` (no staging
+            // through `stage_values`, which would clone the artifact's Arc for it).
             let bytes = self.artifact.logical_bytes(index, values)?;
-            let status = self.live.copy_source(source.key, &bytes);
-            return check(status, "zgc_runtime_copy_source", || format!("source {:?}", source.name));
+            return self.apply(Feed::Copy { index, bytes });
         }
         let artifact = self.artifact.clone();
         let source = &artifact.sources[index];

@@ -98,7 +98,7 @@ impl Lanes {
     /// Queues a run and returns its promise. `temporary`: copies of JavaScript-owned storage
     /// already made for a run that starts now.
     pub fn submit(self: &Rc<Self>, env: sys::napi_env, feeds: Vec<Feed<'static>>, f16_bits: bool, id: u64, temporary: Option<Vec<Temporary>>) -> napi::Result<sys::napi_value, Code> {
-        let (deferred, promise) = Deferred::new(env).map_err(|s| napi::Error::new(Code("ERR_ZGC_NAPI"), format!("cannot create a promise (status {s})")))?;
+        let (deferred, promise) = new_promise(env)?;
         let sink = self.sink(env)?;
         let dyn_sink: Arc<dyn Sink<Deferred>> = sink.clone();
         match self.queue.submit(deferred, id, feeds, f16_bits, temporary, &dyn_sink) {
@@ -141,7 +141,7 @@ impl Lanes {
 
     /// A promise resolved once every run handed in has settled.
     pub fn when_settled(&self, env: sys::napi_env) -> napi::Result<sys::napi_value, Code> {
-        let (deferred, promise) = Deferred::new(env).map_err(|s| napi::Error::new(Code("ERR_ZGC_NAPI"), format!("cannot create a promise (status {s})")))?;
+        let (deferred, promise) = new_promise(env)?;
         if self.outstanding.get() == 0 {
             deferred.resolve(env, undefined(env));
         } else {
@@ -251,6 +251,10 @@ fn outputs_value(env: sys::napi_env, outputs: Vec<crate::instance::OutputData>) 
     } else {
         Err(napi::Error::from_reason("cannot create the outputs array"))
     }
+}
+
+fn new_promise(env: sys::napi_env) -> napi::Result<(Deferred, sys::napi_value), Code> {
+    Deferred::new(env).map_err(|s| napi::Error::new(Code("ERR_ZGC_NAPI"), format!("cannot create a promise (status {s})")))
 }
 
 fn undefined(env: sys::napi_env) -> sys::napi_value {

@@ -319,6 +319,15 @@ pub fn external_view<'env>(env: &'env Env, storage: std::sync::Arc<AlignedBuf>, 
     }
 }
 
+/// A Node-API status as a Result, `what` naming the call that failed.
+pub fn checked(status: sys::napi_status, what: &str) -> napi::Result<()> {
+    if status == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        Err(napi::Error::new(napi::Status::from(status), what.to_owned()))
+    }
+}
+
 /// Outputs up to this size are copied into a fresh ArrayBuffer; larger ones hand their vector
 /// to an external one (no copy), which costs more to make than a small copy.
 const COPY_LIMIT: usize = 4096;
@@ -352,26 +361,22 @@ fn typed_array_from<T: super::memory::Element>(env: sys::napi_env, kind: sys::na
     }
     let mut view = std::ptr::null_mut();
     // SAFETY: `buffer` holds exactly `len` elements of `kind`.
-    let status = unsafe { sys::napi_create_typedarray(env, kind, len, buffer, 0, &mut view) };
-    if status != sys::Status::napi_ok {
-        return Err(napi::Error::new(napi::Status::from(status), "cannot create a TypedArray"));
-    }
+    checked(unsafe { sys::napi_create_typedarray(env, kind, len, buffer, 0, &mut view) }, "cannot create a TypedArray")?;
     Ok(view)
 }
 
 fn copy_into_new<T: super::memory::Element>(env: sys::napi_env, kind: sys::napi_typedarray_type, values: &[T]) -> napi::Result<sys::napi_value> {
-    let check = |status, what: &str| if status == sys::Status::napi_ok { Ok(()) } else { Err(napi::Error::new(napi::Status::from(status), what.to_owned())) };
     let bytes = std::mem::size_of_val(values);
     let (mut buffer, mut data) = (std::ptr::null_mut(), std::ptr::null_mut());
     // SAFETY: a plain `bytes`-byte ArrayBuffer owned by JavaScript, on `env`'s thread.
-    check(unsafe { sys::napi_create_arraybuffer(env, bytes, &mut data, &mut buffer) }, "cannot create an ArrayBuffer")?;
+    checked(unsafe { sys::napi_create_arraybuffer(env, bytes, &mut data, &mut buffer) }, "cannot create an ArrayBuffer")?;
     if bytes > 0 {
         // SAFETY: `data` is the new buffer's `bytes` writable bytes; `values` has as many.
         unsafe { std::ptr::copy_nonoverlapping(values.as_ptr().cast::<u8>(), data.cast::<u8>(), bytes) };
     }
     let mut view = std::ptr::null_mut();
     // SAFETY: `buffer` holds exactly `values.len()` elements of `kind`.
-    check(unsafe { sys::napi_create_typedarray(env, kind, values.len(), buffer, 0, &mut view) }, "cannot create a TypedArray")?;
+    checked(unsafe { sys::napi_create_typedarray(env, kind, values.len(), buffer, 0, &mut view) }, "cannot create a TypedArray")?;
     Ok(view)
 }
 

@@ -6,7 +6,7 @@
 //! arguments past the pairs are ignored (callers reuse a fixed-length argument array); `handle` is an
 //! external made by `create_handle` and checked by its type tag before use.
 
-use super::js::JsArray;
+use super::js::{checked as status, JsArray};
 use crate::executor::{Core, Shared};
 use crate::Error;
 use napi::bindgen_prelude::Unknown;
@@ -32,13 +32,6 @@ unsafe extern "C" fn release_handle(_env: sys::napi_env, data: *mut c_void, _hin
     drop(unsafe { Box::from_raw(data.cast::<Target>()) });
 }
 
-fn status(code: sys::napi_status, what: &str) -> napi::Result<()> {
-    if code == sys::Status::napi_ok {
-        Ok(())
-    } else {
-        Err(napi::Error::new(napi::Status::from(code), what.to_owned()))
-    }
-}
 
 /// An external holding `target`, tagged as ours.
 pub fn create_handle(env: &Env, target: Target) -> napi::Result<Unknown<'_>> {
