@@ -39,25 +39,15 @@ async function threads() {
   return count;
 }
 
-// Yields every 1,000 iterations, as a service between requests would.
-async function phase(name, total, step) {
-  const steps = async (from, to) => {
-    for (let i = from; i < to; i++) {
-      step(i);
-      if (i % 1000 === 999) await turn();
-    }
-  };
+/** Runs `loop(from, to)` over a tenth of `total` to warm up, then measures the rest. */
+async function measured(name, total, loop) {
   const warmup = Math.ceil(total / 10);
-  await steps(0, warmup);
+  await loop(0, warmup);
   const before = await settle();
   const t0 = process.hrtime.bigint();
-  await steps(warmup, total);
+  await loop(warmup, total);
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
   const after = await settle();
-  return figures(name, total, seconds, before, after);
-}
-
-function figures(name, total, seconds, before, after) {
   return {
     name,
     iterations: total,
@@ -70,21 +60,24 @@ function figures(name, total, seconds, before, after) {
   };
 }
 
+// Yields every 1,000 iterations, as a service between requests would.
+function phase(name, total, step) {
+  return measured(name, total, async (from, to) => {
+    for (let i = from; i < to; i++) {
+      step(i);
+      if (i % 1000 === 999) await turn();
+    }
+  });
+}
+
 /** As `phase`, for an async step, 64 at a time. */
-async function phaseAsync(name, total, step) {
-  const lanes = async (from, to) => {
+function phaseAsync(name, total, step) {
+  return measured(name, total, async (from, to) => {
     let next = from;
     await Promise.all(Array.from({ length: 64 }, async () => {
       while (next < to) await step(next++);
     }));
-  };
-  const warmup = Math.ceil(total / 10);
-  await lanes(0, warmup);
-  const before = await settle();
-  const t0 = process.hrtime.bigint();
-  await lanes(warmup, total);
-  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
-  return figures(name, total, seconds, before, await settle());
+  });
 }
 
 const rt = load(fixture('add'));
