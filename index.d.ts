@@ -28,6 +28,18 @@ export interface Percentiles {
   readonly p99: number | null
 }
 
+/**
+ * Every async run since the start, counted per latency bucket (what a Prometheus histogram
+ * exports): `counts[i]` runs took at most `boundsMs[i]` and more than the bound before it;
+ * the last count is above every bound.
+ */
+export interface LatencyHistogram {
+  readonly boundsMs: readonly number[]
+  readonly counts: readonly number[]
+  readonly sumMs: number
+  readonly count: number
+}
+
 /** What a runtime's or pool's async runs have done: what a service exports as metrics. */
 export interface RunStats {
   /** Runs that finished, and runs the artifact failed (a status, a closed instance). */
@@ -46,6 +58,8 @@ export interface RunStats {
   /** From the call to the run's start (0 for inline runs), and the run itself. */
   readonly queueWaitMs: Percentiles
   readonly computeMs: Percentiles
+  readonly queueWaitHistogram: LatencyHistogram
+  readonly computeHistogram: LatencyHistogram
   /** The estimates 'auto' weighs: a run's time, and the cost of a trip to a worker and back. */
   readonly estimatedComputeMs: number | null
   readonly estimatedHopMs: number | null

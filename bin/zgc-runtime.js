@@ -17,6 +17,15 @@ commands:
   bench <artifact> [--runs N] [--seconds S] [--progress]
                                        time runs with random inputs (default: 3 s, at most 1e6 runs)
   build-from-source [--force]          build the native addon with cargo where no prebuilt one loads
+  serve <repository dir | name=artifact.so | artifact.so>... [options]
+                                       an Open Inference Protocol (KServe v2) server
+    --port N              (8000; 0 picks a free one)   --host H (127.0.0.1; 0.0.0.0 in a container)
+    --pool-size N         instances per model version (a model's config.json "instances" wins; default: one per CPU)
+    --max-queue N         waiting requests per model before 503 (1024)
+    --timeout-ms N        a request not answered by then is a 504 (30000; 0: none)
+    --max-body BYTES      larger bodies are a 413 (64m; k, m, g suffixes)
+    --poll-ms N           reload models whose files changed, checked this often (2000; 0: never)
+    --shutdown-timeout-ms N  on SIGTERM/SIGINT, how long accepted requests may take (30000)
 `;
 
 class UsageError extends Error {}
@@ -24,12 +33,13 @@ class UsageError extends Error {}
 function parseArgs(argv) {
   const [command, artifact, ...rest] = argv;
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') return { command: 'help' };
+  if (command === 'serve') return parseServeArgs([artifact, ...rest].filter((a) => a !== undefined));
   if (command === 'build-from-source') {
     const extra = [artifact, ...rest].filter((a) => a !== undefined && a !== '--force');
     if (extra.length > 0) throw new UsageError(`build-from-source does not take ${JSON.stringify(extra[0])} (it takes --force)`);
     return { command, force: artifact === '--force' || rest.includes('--force') };
   }
-  if (!['inspect', 'run', 'bench'].includes(command)) throw new UsageError(`unknown command ${JSON.stringify(command)} (inspect, run, bench, build-from-source)`);
+  if (!['inspect', 'run', 'bench'].includes(command)) throw new UsageError(`unknown command ${JSON.stringify(command)} (inspect, run, bench, serve, build-from-source)`);
   if (artifact === undefined || artifact.startsWith('--')) throw new UsageError(`${command} needs an artifact path`);
   const options = { command, artifact, inputs: [], json: false, progress: false };
   const allowed = { inspect: ['--json'], run: ['--input', '--save', '--json'], bench: ['--runs', '--seconds', '--progress'] }[command];
@@ -54,6 +64,82 @@ function parseArgs(argv) {
     }
   }
   return options;
+}
+
+const SERVE_FLAGS = {
+  '--port': 'port',
+  '--host': 'host',
+  '--pool-size': 'poolSize',
+  '--max-queue': 'maxQueue',
+  '--timeout-ms': 'timeoutMs',
+  '--max-body': 'maxBody',
+  '--poll-ms': 'pollMs',
+  '--shutdown-timeout-ms': 'shutdownTimeoutMs',
+};
+
+function parseServeArgs(args) {
+  const options = { command: 'serve', models: [], port: 8000, host: '127.0.0.1' };
+  for (let i = 0; i < args.length; i++) {
+    let arg = args[i];
+    if (!arg.startsWith('--')) {
+      options.models.push(arg);
+      continue;
+    }
+    let value;
+    if (arg.includes('=')) [arg, value] = [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)];
+    const key = SERVE_FLAGS[arg];
+    if (key === undefined) throw new UsageError(`serve does not take ${JSON.stringify(args[i])} (it takes ${Object.keys(SERVE_FLAGS).join(', ')})`);
+    if (value === undefined) {
+      value = args[++i];
+      if (value === undefined) throw new UsageError(`${arg} needs a value`);
+    }
+    if (key === 'host') {
+      options.host = value;
+      continue;
+    }
+    const scale = key === 'maxBody' ? { k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[value.slice(-1).toLowerCase()] : undefined;
+    const n = Number(scale ? value.slice(0, -1) : value) * (scale || 1);
+    const min = key === 'poolSize' || key === 'maxBody' ? 1 : 0;
+    if (!Number.isSafeInteger(n) || n < min || (key === 'port' && n > 65535)) {
+      throw new UsageError(`${arg} must be ${key === 'port' ? 'a port from 0 to 65535' : `an integer >= ${min}${key === 'maxBody' ? ' (bytes, or with a k, m or g suffix)' : ''}`}, got ${JSON.stringify(value)}`);
+    }
+    options[key] = n;
+  }
+  if (options.models.length === 0) throw new UsageError('serve needs at least one model: a repository directory, name=artifact.so or artifact.so');
+  return options;
+}
+
+/** Runs the server until SIGTERM or SIGINT, then drains it and exits (0 when every accepted request was answered). */
+function serve(options) {
+  const { createServer } = require('../lib/serve/server');
+  const log = (line) => process.stderr.write(`zgc-runtime serve: ${line}\n`);
+  let server;
+  try {
+    const { command, port, host, ...rest } = options;
+    server = createServer({ ...rest, log });
+  } catch (err) {
+    process.stderr.write(`zgc-runtime serve: ${err.code ? `${err.code}: ` : ''}${err.message}\n`);
+    return 1;
+  }
+  server.on('error', (err) => {
+    log(`cannot listen on ${options.host}:${options.port}: ${err.code || err.message}`);
+    process.exit(1);
+  });
+  server.listen(options.port, options.host, () => {
+    const { address, port } = server.address();
+    const shown = address.includes(':') ? `[${address}]` : address;
+    console.log(`zgc-runtime serve: listening on http://${shown}:${port} (models: ${[...server.zgc.repository.models.keys()].join(', ')})`);
+  });
+  const stop = (signal) => {
+    log(`${signal}: draining ${server.zgc.active} requests`);
+    server.shutdown().then(({ drained, unanswered }) => {
+      log(drained ? 'every accepted request answered; pools closed' : `deadline reached with ${unanswered} requests unanswered`);
+      process.exit(drained ? 0 : 1);
+    });
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  return undefined;
 }
 
 function decodeF16(bits) {
@@ -210,6 +296,7 @@ function main(argv) {
   }
   // Before anything loads the addon: this command is how a missing one is made.
   if (options.command === 'build-from-source') return require('../lib/build-from-source').buildFromSource({ force: options.force });
+  if (options.command === 'serve') return serve(options);
   let rt;
   try {
     rt = require('..').load(options.artifact, { f16: 'bits' });

@@ -543,6 +543,8 @@ function submit(owner, queue, staged, f16Bits, signal, after) {
 function statsOf(raw) {
   const ms = (ns) => (ns === null || ns === undefined ? null : ns / 1e6);
   const pct = (list) => ({ p50: ms(list[0]), p90: ms(list[1]), p99: ms(list[2]) });
+  const boundsMs = raw.histogramBoundsNs.map(ms);
+  const histogram = (counts, sumNs) => ({ boundsMs, counts, sumMs: ms(sumNs), count: counts.reduce((a, b) => a + b, 0) });
   return {
     completed: raw.completed,
     failed: raw.failed,
@@ -554,6 +556,8 @@ function statsOf(raw) {
     decision: raw.decision,
     queueWaitMs: pct(raw.queueWaitNs),
     computeMs: pct(raw.computeNs),
+    queueWaitHistogram: histogram(raw.queueWaitCounts, raw.queueWaitSumNs),
+    computeHistogram: histogram(raw.computeCounts, raw.computeSumNs),
     estimatedComputeMs: ms(raw.estimatedComputeNs),
     estimatedHopMs: ms(raw.estimatedHopNs),
   };

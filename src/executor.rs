@@ -154,6 +154,35 @@ pub struct Stats {
     pub failed: u64,
     queue_wait: Ring,
     compute: Ring,
+    pub queue_wait_histogram: Histogram,
+    pub compute_histogram: Histogram,
+}
+
+/// Upper bounds of the cumulative histograms, nanoseconds: 1-2.5-5 steps from 10 µs to 10 s,
+/// the range from a tiny inline graph to a long one, as Prometheus scrapes them.
+pub const HISTOGRAM_BOUNDS_NS: [u64; 19] = [
+    10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000, 25_000_000,
+    50_000_000, 100_000_000, 250_000_000, 500_000_000, 1_000_000_000, 2_500_000_000, 5_000_000_000, 10_000_000_000,
+];
+
+/// Every latency since the queue began, counted per bucket: unlike the percentile ring it
+/// forgets nothing, so a scraper can take differences between two scrapes.
+#[derive(Default, Clone, Debug, PartialEq)]
+pub struct Histogram {
+    /// Samples at or below each bound (not cumulative), then above the last.
+    pub counts: [u64; HISTOGRAM_BOUNDS_NS.len() + 1],
+    pub sum_ns: u128,
+    pub count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, d: Duration) {
+        let ns = d.as_nanos();
+        let bucket = HISTOGRAM_BOUNDS_NS.iter().position(|&b| ns <= u128::from(b)).unwrap_or(HISTOGRAM_BOUNDS_NS.len());
+        self.counts[bucket] += 1;
+        self.sum_ns += ns;
+        self.count += 1;
+    }
 }
 
 #[derive(Default)]
@@ -198,6 +227,8 @@ impl Stats {
         }
         self.queue_wait.push(queue_wait);
         self.compute.push(compute);
+        self.queue_wait_histogram.observe(queue_wait);
+        self.compute_histogram.observe(compute);
     }
 
     pub fn queue_wait_percentiles(&self, qs: &[f64]) -> Vec<Option<u64>> {
@@ -539,6 +570,29 @@ mod tests {
         assert_eq!((s.completed, s.failed), (2, 1));
         assert_eq!(s.queue_wait_percentiles(&[50.0, 100.0]), vec![Some(4_000_000), Some(6_000_000)]);
         assert_eq!(s.compute_percentiles(&[0.0, 50.0]), vec![Some(10_000_000), Some(20_000_000)]);
+    }
+
+    #[test]
+    fn histograms_count_each_latency_in_the_first_bucket_that_holds_it_and_never_forget() {
+        let mut s = Stats::default();
+        let us = Duration::from_micros(1);
+        // On a bound, just above it, below the first, above the last.
+        for (wait, compute) in [(10 * us, 25 * us), (11 * us, 26 * us), (us, 11 * Duration::from_secs(1)), (MS, 10 * Duration::from_secs(1))] {
+            s.record(true, wait, compute);
+        }
+        let q = &s.queue_wait_histogram;
+        assert_eq!((q.counts[0], q.counts[1], q.counts[6]), (2, 1, 1));
+        assert_eq!(q.counts.iter().sum::<u64>(), 4);
+        assert_eq!((q.count, q.sum_ns), (4, 22_000 + 1_000_000));
+        let c = &s.compute_histogram;
+        assert_eq!((c.counts[1], c.counts[2], c.counts[18], c.counts[19]), (1, 1, 1, 1));
+        assert_eq!(c.sum_ns, 51_000 + 21_000_000_000);
+        // The percentile ring forgets; the histograms keep every sample.
+        for _ in 0..SAMPLES {
+            s.record(false, MS, MS);
+        }
+        assert_eq!(s.queue_wait_histogram.count, 4 + SAMPLES as u64);
+        assert_eq!(s.compute_histogram.counts[6], SAMPLES as u64);
     }
 
     #[test]

@@ -6,7 +6,7 @@ mod queue;
 
 use crate::abi::{Binding, DType, ABI_VERSION};
 use crate::dtype::{self, Elements};
-use crate::executor::{Core, Owner};
+use crate::executor::{Core, Owner, HISTOGRAM_BOUNDS_NS};
 use crate::instance::{Feed, PACKED_ALIGNMENT};
 use crate::meta::{SourceInfo, TensorInfo};
 use crate::offload::Offload;
@@ -400,6 +400,13 @@ pub struct QueueStats {
     /// Recent latencies, nanoseconds: p50, p90, p99 (null before the first run).
     pub queue_wait_ns: Vec<Option<f64>>,
     pub compute_ns: Vec<Option<f64>>,
+    /// Every run since the queue began, per bucket of `histogram_bounds_ns` (then above the
+    /// last), with the sum: what a Prometheus histogram exports.
+    pub histogram_bounds_ns: Vec<f64>,
+    pub queue_wait_counts: Vec<f64>,
+    pub queue_wait_sum_ns: f64,
+    pub compute_counts: Vec<f64>,
+    pub compute_sum_ns: f64,
     /// The estimates `auto` weighs: run time and the cost of a hop, nanoseconds.
     pub estimated_compute_ns: Option<f64>,
     pub estimated_hop_ns: Option<f64>,
@@ -423,6 +430,11 @@ fn queue_stats(lanes: &Lanes) -> QueueStats {
         decision: if policy.inline() { "inline" } else { "offloaded" }.to_owned(),
         queue_wait_ns: ns(stats.queue_wait_percentiles(&qs)),
         compute_ns: ns(stats.compute_percentiles(&qs)),
+        histogram_bounds_ns: HISTOGRAM_BOUNDS_NS.iter().map(|&b| b as f64).collect(),
+        queue_wait_counts: stats.queue_wait_histogram.counts.iter().map(|&c| c as f64).collect(),
+        queue_wait_sum_ns: stats.queue_wait_histogram.sum_ns as f64,
+        compute_counts: stats.compute_histogram.counts.iter().map(|&c| c as f64).collect(),
+        compute_sum_ns: stats.compute_histogram.sum_ns as f64,
         estimated_compute_ns: policy.compute_ns().map(|n| n as f64),
         estimated_hop_ns: policy.hop_ns().map(|n| n as f64),
     }

@@ -1,0 +1,84 @@
+'use strict';
+
+// A model repository in Triton's layout built from the fixtures, the dtypes model's PARAMETER
+// values (written as .npy), and a server started through the real CLI.
+
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { fixture } = require('../fixtures/manifest');
+const { formatNpy } = require('../../lib/npy');
+const { rng, f16Bits } = require('../helpers');
+
+const BIN = path.join(__dirname, '..', '..', 'bin', 'zgc-runtime.js');
+
+/** The dtypes fixture's parameters: logical values, except wp given as its physical storage (bound). */
+function dtypesParameters(seed = 7) {
+  const next = rng(seed);
+  const f32 = (n) => Float32Array.from({ length: n }, () => Math.round((next() * 8 - 4) * 4) / 4);
+  return {
+    wt: { dtype: 'f32', shape: [2, 3], data: f32(6) },
+    wp: { dtype: 'f32', shape: [9], data: f32(9), bind: true },
+    wn: { dtype: 'f32', shape: [2, 3], data: f32(6) },
+    hb: { dtype: 'f16', shape: [3], data: Uint16Array.from([0.5, -2, 3.25], f16Bits) },
+    qb: { dtype: 'i8', shape: [2, 2], data: Int8Array.from([100, -100, 7, -7]) },
+    mb: { dtype: 'bool', shape: [3], data: Uint8Array.from([1, 0, 1]) },
+    g: { dtype: 'f32', shape: [], data: Float32Array.of(1.5) },
+  };
+}
+
+function writeModel(repo, name, versions, config, files = {}) {
+  const dir = path.join(repo, name);
+  for (const [version, so] of Object.entries(versions)) {
+    fs.mkdirSync(path.join(dir, version), { recursive: true });
+    fs.copyFileSync(fixture(so), path.join(dir, version, 'model.so'));
+  }
+  if (config) fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config, null, 2));
+  for (const [file, bytes] of Object.entries(files)) fs.writeFileSync(path.join(dir, file), bytes);
+  return dir;
+}
+
+/** Every model the serve tests use, in a fresh temporary repository. */
+function makeRepository() {
+  const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-serve-'));
+  const params = dtypesParameters();
+  const files = {};
+  const parameters = {};
+  for (const [name, p] of Object.entries(params)) {
+    files[`${name}.npy`] = formatNpy(p.dtype, p.shape, p.data);
+    parameters[name] = p.bind ? { file: `${name}.npy`, bind: true } : `${name}.npy`;
+  }
+  writeModel(repo, 'dtypes', { 1: 'dtypes' }, { instances: 1, parameters, outputs: ['o0', 'o1', 'o2', 'o3', 'o4', 'o5'] }, files);
+  writeModel(repo, 'add', { 1: 'add', 2: 'add' }, { instances: 2, versionPolicy: 'all' });
+  writeModel(repo, 'add1m', { 1: 'add-1m' }, { instances: 1 });
+  writeModel(repo, 'status', { 1: 'status' }, { instances: 1 });
+  const sleep = (ms) => ({ 'sleep.npy': formatNpy('f32', [], Float32Array.of(ms)) });
+  writeModel(repo, 'slow', { 1: 'slow' }, { instances: 1, maxQueue: 1, parameters: { sleep_ms: 'sleep.npy' } }, sleep(300));
+  writeModel(repo, 'slowtimeout', { 1: 'slow' }, { instances: 1, timeoutMs: 100, parameters: { sleep_ms: 'sleep.npy' } }, sleep(400));
+  return { repo, params };
+}
+
+/** Starts `zgc-runtime serve` on a free port; resolves once it listens. */
+function startServer(args, { env } = {}) {
+  const child = spawn(process.execPath, [BIN, 'serve', ...args, '--port', '0'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  let stdout = '';
+  child.stderr.on('data', (d) => (stderr += d));
+  return new Promise((resolve, reject) => {
+    child.stdout.on('data', (d) => {
+      stdout += d;
+      const m = /listening on http:\/\/([^\s]+):(\d+)/.exec(stdout);
+      if (m) resolve({ child, host: m[1], port: Number(m[2]), url: `http://${m[1]}:${m[2]}`, stderr: () => stderr, stdout: () => stdout });
+    });
+    child.on('exit', (code) => reject(new Error(`server exited with ${code} before listening: ${stderr}`)));
+  });
+}
+
+/** Resolves with the exit code once the child ends. */
+function exited(child) {
+  if (child.exitCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
+}
+
+module.exports = { makeRepository, writeModel, dtypesParameters, startServer, exited, BIN };

@@ -1,0 +1,111 @@
+'use strict';
+
+// GET /metrics through prom-client, one registry per server. Request outcomes and durations
+// are counted as requests end; queue wait and compute come from the pools' native histograms
+// at scrape time, so a run costs the metrics nothing.
+
+const client = require('prom-client');
+
+const OUTCOMES = ['success', 'bad_request', 'not_found', 'not_ready', 'too_large', 'queue_full', 'timeout', 'model_error', 'canceled'];
+
+const keyOf = (model, version) => `${model}\u0000${version}`;
+
+function mergeHistograms(a, b) {
+  if (!a) return b;
+  return { boundsMs: b.boundsMs, counts: b.counts.map((c, i) => c + a.counts[i]), sumMs: a.sumMs + b.sumMs, count: a.count + b.count };
+}
+
+/** A histogram read from the pools' stats at scrape time, including pools switched out. */
+function nativeHistogram(registry, name, help, field, repository, retired) {
+  const metric = {
+    name,
+    help,
+    type: 'histogram',
+    aggregator: 'sum',
+    get() {
+      const series = new Map();
+      for (const [key, r] of retired) series.set(key, { labels: r.labels, h: r[field] });
+      for (const v of [...repository.draining, ...repository.served()]) {
+        const key = keyOf(v.model.name, v.version);
+        const prev = series.get(key);
+        series.set(key, { labels: { model: v.model.name, version: v.version }, h: mergeHistograms(prev && prev.h, v.pool.stats()[field]) });
+      }
+      const values = [];
+      for (const { labels, h } of series.values()) {
+        let cumulative = 0;
+        h.boundsMs.forEach((le, i) => {
+          cumulative += h.counts[i];
+          values.push({ metricName: `${name}_bucket`, labels: { ...labels, le: le / 1000 }, value: cumulative });
+        });
+        values.push({ metricName: `${name}_bucket`, labels: { ...labels, le: '+Inf' }, value: h.count });
+        values.push({ metricName: `${name}_sum`, labels, value: h.sumMs / 1000 });
+        values.push({ metricName: `${name}_count`, labels, value: h.count });
+      }
+      return { name, help, type: 'histogram', values, aggregator: 'sum' };
+    },
+  };
+  registry.registerMetric(metric);
+}
+
+function createMetrics(repository) {
+  const registry = new client.Registry();
+  client.collectDefaultMetrics({ register: registry });
+  const requests = new client.Counter({
+    name: 'zgc_inference_requests_total',
+    help: 'Inference requests by model, version and outcome',
+    labelNames: ['model', 'version', 'outcome'],
+    registers: [registry],
+  });
+  const duration = new client.Histogram({
+    name: 'zgc_request_duration_seconds',
+    help: 'Inference request time, from its first byte to its response',
+    labelNames: ['model'],
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+  // Histograms of pools already switched out, merged per model and version.
+  const retired = new Map();
+  const figures = (name, help, pick) =>
+    new client.Gauge({
+      name,
+      help,
+      labelNames: ['model', 'version'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const v of repository.served()) this.set({ model: v.model.name, version: v.version }, pick(v.pool));
+      },
+    });
+  figures('zgc_queue_depth', 'Runs waiting for a free instance', (pool) => pool.pending);
+  figures('zgc_runs_in_flight', 'Runs executing now', (pool) => pool.inFlight);
+  const active = new client.Gauge({ name: 'zgc_http_requests_in_flight', help: 'HTTP requests being answered', registers: [registry] });
+  nativeHistogram(registry, 'zgc_queue_wait_seconds', 'Time runs waited for an instance', 'queueWaitHistogram', repository, retired);
+  nativeHistogram(registry, 'zgc_compute_seconds', 'Time runs took on an instance', 'computeHistogram', repository, retired);
+
+  /** Keeps what a closed pool counted, so that its model's series never go down. */
+  function retire(version) {
+    const key = keyOf(version.model.name, version.version);
+    const s = version.pool.stats();
+    const prev = retired.get(key) || {};
+    retired.set(key, {
+      labels: { model: version.model.name, version: version.version },
+      queueWaitHistogram: mergeHistograms(prev.queueWaitHistogram, s.queueWaitHistogram),
+      computeHistogram: mergeHistograms(prev.computeHistogram, s.computeHistogram),
+    });
+  }
+
+  return {
+    registry,
+    retire,
+    active,
+    /** One finished inference request. */
+    count(model, version, outcome, seconds) {
+      requests.inc({ model, version, outcome });
+      if (seconds !== undefined) duration.observe({ model }, seconds);
+    },
+    text: () => registry.metrics(),
+    contentType: registry.contentType,
+  };
+}
+
+module.exports = { createMetrics, OUTCOMES };

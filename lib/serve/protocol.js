@@ -1,0 +1,221 @@
+'use strict';
+
+// The Open Inference Protocol's (KServe v2) tensors: a request's JSON header and binary data
+// checked against a model's signature and turned into run inputs, and run outputs into a
+// response, as JSON numbers or as the binary tensor data extension's raw bytes.
+
+const DATATYPE = { f32: 'FP32', f16: 'FP16', i8: 'INT8', bool: 'BOOL' };
+const ARRAY = { FP32: Float32Array, FP16: Uint16Array, INT8: Int8Array, BOOL: Uint8Array };
+const F16_MAX_FINITE_ROUNDING = 65520; // values from here on round to infinity in binary16
+
+/** A request the client must fix: status and the message of the `{ "error" }` body. */
+class RequestError extends Error {
+  constructor(status, message, headers) {
+    super(message);
+    this.status = status;
+    this.headers = headers;
+  }
+}
+
+const bad = (message) => new RequestError(400, message);
+const shapeText = (shape) => `[${shape.join(',')}]`;
+const describe = (v) => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v === 'string' ? JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v) : typeof v === 'object' ? 'an object' : String(v));
+
+/**
+ * What the protocol shows of a model version: its INPUT sources, and its outputs under the
+ * names its config gives (default `output_<index>`).
+ */
+function signatureOf(runtime, outputNames) {
+  const inputs = runtime.sources
+    .filter((s) => s.kind === 'input')
+    .map((s) => ({ name: s.name, datatype: DATATYPE[s.dtype], shape: s.shape.slice(), count: s.shape.reduce((a, b) => a * b, 1) }));
+  const outputs = runtime.outputs.map((o, index) => ({
+    name: outputNames ? outputNames[index] : `output_${index}`,
+    datatype: DATATYPE[o.dtype],
+    shape: o.shape.slice(),
+    index,
+  }));
+  const byName = new Map(inputs.map((i) => [i.name, i]));
+  const outputByName = new Map(outputs.map((o) => [o.name, o]));
+  return { inputs, outputs, byName, outputByName, inputList: inputs.map((i) => i.name).join(', ') };
+}
+
+function checkShape(input, given) {
+  if (!Array.isArray(given)) throw bad(`input "${input.name}": "shape" must be an array of integers, got ${describe(given)}`);
+  const same = given.length === input.shape.length && given.every((d, i) => d === input.shape[i]);
+  if (!same) {
+    if (!given.every((d) => Number.isInteger(d) && d >= 0)) throw bad(`input "${input.name}": "shape" must be an array of non-negative integers, got ${JSON.stringify(given)}`);
+    throw bad(`input "${input.name}": shape ${shapeText(given)} given, the model takes ${shapeText(input.shape)}`);
+  }
+}
+
+/** JSON `data` (flat, or nested as the shape is) as a TypedArray of the input's datatype. */
+function fromJson(input, data) {
+  const n = input.count;
+  const out = input.datatype === 'FP16' ? new Float64Array(n) : new ARRAY[input.datatype](n);
+  let k = 0;
+  const put = (v) => {
+    if (k >= n) throw bad(`input "${input.name}": "data" holds more than the ${n} elements of shape ${shapeText(input.shape)}`);
+    out[k] = valueOf(input, v, k);
+    k++;
+  };
+  if (!Array.isArray(data)) {
+    if (input.shape.length === 0) put(data);
+    else throw bad(`input "${input.name}": "data" must be an array, got ${describe(data)}`);
+  } else if (data.length === n && (n === 0 || !Array.isArray(data[0]))) {
+    for (let i = 0; i < n; i++) put(data[i]);
+  } else if (data.length > 0 && Array.isArray(data[0])) {
+    walk(input, data, 0, put);
+  } else {
+    throw bad(`input "${input.name}": "data" has ${data.length} elements, shape ${shapeText(input.shape)} takes ${n}`);
+  }
+  if (k !== n) throw bad(`input "${input.name}": "data" has ${k} elements, shape ${shapeText(input.shape)} takes ${n}`);
+  return out;
+}
+
+function walk(input, data, axis, put) {
+  const dim = input.shape[axis];
+  if (!Array.isArray(data) || data.length !== dim) {
+    throw bad(`input "${input.name}": nested "data" does not match shape ${shapeText(input.shape)} at axis ${axis} (expected ${dim} entries, got ${Array.isArray(data) ? data.length : describe(data)})`);
+  }
+  if (axis === input.shape.length - 1) {
+    for (const v of data) put(v);
+  } else {
+    for (const row of data) walk(input, row, axis + 1, put);
+  }
+}
+
+function valueOf(input, v, index) {
+  switch (input.datatype) {
+    case 'BOOL':
+      if (v === true || v === 1) return 1;
+      if (v === false || v === 0) return 0;
+      throw bad(`input "${input.name}": element ${index} is ${describe(v)}; BOOL takes true or false`);
+    case 'INT8':
+      if (!Number.isInteger(v) || v < -128 || v > 127) throw bad(`input "${input.name}": element ${index} is ${describe(v)}; INT8 takes integers from -128 to 127`);
+      return v;
+    case 'FP16':
+      if (typeof v !== 'number') throw bad(`input "${input.name}": element ${index} is ${describe(v)}; FP16 takes numbers`);
+      if (Math.abs(v) >= F16_MAX_FINITE_ROUNDING) throw bad(`input "${input.name}": element ${index} is ${v}, beyond FP16's largest finite value 65504`);
+      return v;
+    default:
+      if (typeof v !== 'number') throw bad(`input "${input.name}": element ${index} is ${describe(v)}; FP32 takes numbers`);
+      if (!Number.isFinite(Math.fround(v))) throw bad(`input "${input.name}": element ${index} is ${v}, beyond FP32's largest finite value`);
+      return v;
+  }
+}
+
+/** `size` bytes of the binary section at `offset`, as the input's TypedArray (copied when misaligned). */
+function fromBinary(input, body, offset, size) {
+  const Array_ = ARRAY[input.datatype];
+  const need = input.count * Array_.BYTES_PER_ELEMENT;
+  if (size !== need) throw bad(`input "${input.name}": binary_data_size is ${size} bytes, ${input.datatype} of shape ${shapeText(input.shape)} takes ${need}`);
+  const at = body.byteOffset + offset;
+  if (at % Array_.BYTES_PER_ELEMENT === 0) return new Array_(body.buffer, at, input.count);
+  return new Array_(body.buffer.slice(at, at + size));
+}
+
+/**
+ * Checks an infer request against `sig` and gives the run inputs and what to send back.
+ * `body` holds the whole request; the JSON header is its first `headerLength` bytes.
+ */
+function parseInfer(sig, body, headerLength) {
+  let header;
+  try {
+    header = JSON.parse(Buffer.from(body.buffer, body.byteOffset, headerLength).toString('utf8'));
+  } catch (err) {
+    throw bad(`the request header is not JSON: ${err.message}`);
+  }
+  if (header === null || typeof header !== 'object' || Array.isArray(header)) throw bad(`the request must be a JSON object, got ${describe(header)}`);
+  const { id, inputs, outputs, parameters } = header;
+  if (id !== undefined && typeof id !== 'string') throw bad(`"id" must be a string, got ${describe(id)}`);
+  if (!Array.isArray(inputs)) throw bad(`"inputs" must be an array of tensors, got ${describe(inputs)}`);
+  const binaryOutput = parameters !== null && typeof parameters === 'object' && parameters.binary_data_output === true;
+  const runInputs = {};
+  let offset = headerLength;
+  for (let i = 0; i < inputs.length; i++) {
+    const t = inputs[i];
+    if (t === null || typeof t !== 'object') throw bad(`inputs[${i}] must be a tensor object, got ${describe(t)}`);
+    const input = typeof t.name === 'string' ? sig.byName.get(t.name) : undefined;
+    if (input === undefined) {
+      if (typeof t.name !== 'string') throw bad(`inputs[${i}]: "name" must be a string, got ${describe(t.name)}`);
+      throw bad(`input "${t.name}": the model has no such input (its inputs: ${sig.inputList})`);
+    }
+    if (Object.hasOwn(runInputs, input.name)) throw bad(`input "${input.name}" is given twice`);
+    if (t.datatype !== input.datatype) throw bad(`input "${input.name}": datatype ${describe(t.datatype)} given, the model takes ${input.datatype}`);
+    checkShape(input, t.shape);
+    const size = t.parameters !== null && typeof t.parameters === 'object' ? t.parameters.binary_data_size : undefined;
+    if (size !== undefined) {
+      if (!Number.isSafeInteger(size) || size < 0) throw bad(`input "${input.name}": binary_data_size must be a non-negative integer, got ${describe(size)}`);
+      if (t.data !== undefined) throw bad(`input "${input.name}": has both "data" and binary_data_size`);
+      if (offset + size > body.length) throw bad(`input "${input.name}": binary_data_size ${size} runs past the end of the request's binary data (${body.length - offset} bytes left)`);
+      runInputs[input.name] = fromBinary(input, body, offset, size);
+      offset += size;
+    } else {
+      if (t.data === undefined) throw bad(`input "${input.name}": has neither "data" nor binary_data_size`);
+      runInputs[input.name] = fromJson(input, t.data);
+    }
+  }
+  if (offset !== body.length) throw bad(`the request has ${body.length - offset} bytes of binary data that no input's binary_data_size accounts for`);
+  if (inputs.length !== sig.inputs.length) {
+    const missing = sig.inputs.filter((x) => !Object.hasOwn(runInputs, x.name)).map((x) => `"${x.name}"`);
+    throw bad(`input ${missing.join(', ')} ${missing.length > 1 ? 'are' : 'is'} missing (the model takes ${sig.inputList})`);
+  }
+  return { id, inputs: runInputs, outputs: requested(sig, outputs, binaryOutput) };
+}
+
+/** The outputs to send, each with whether it goes as binary data. */
+function requested(sig, outputs, binaryOutput) {
+  if (outputs === undefined) return sig.outputs.map((o) => ({ output: o, binary: binaryOutput }));
+  if (!Array.isArray(outputs)) throw bad(`"outputs" must be an array of requested outputs, got ${describe(outputs)}`);
+  const seen = new Set();
+  return outputs.map((r, i) => {
+    const output = r !== null && typeof r === 'object' && typeof r.name === 'string' ? sig.outputByName.get(r.name) : undefined;
+    if (output === undefined) {
+      const name = r !== null && typeof r === 'object' ? r.name : r;
+      throw bad(`outputs[${i}]: the model has no output ${describe(name)} (its outputs: ${sig.outputs.map((o) => o.name).join(', ')})`);
+    }
+    if (seen.has(output.name)) throw bad(`output "${output.name}" is requested twice`);
+    seen.add(output.name);
+    const p = r.parameters;
+    const binary = p !== null && typeof p === 'object' && p.binary_data !== undefined ? p.binary_data === true : binaryOutput;
+    return { output, binary };
+  });
+}
+
+function decodeF16(bits) {
+  const exp = (bits >> 10) & 0x1f;
+  const frac = bits & 0x3ff;
+  const sign = bits & 0x8000 ? -1 : 1;
+  if (exp === 0) return sign * frac * 2 ** -24;
+  if (exp === 31) return frac ? NaN : sign * Infinity;
+  return sign * (1 + frac / 1024) * 2 ** (exp - 15);
+}
+
+function jsonData(datatype, data) {
+  if (datatype === 'FP16') return Array.from(data, decodeF16);
+  if (datatype === 'BOOL') return Array.from(data, (v) => v !== 0);
+  return Array.from(data);
+}
+
+/**
+ * The response to an infer: `{ head, chunks }`, the JSON header and the binary outputs that
+ * follow it (none for an all-JSON response). `tensors` are the run's outputs by index.
+ */
+function formatInfer(modelName, version, id, wanted, tensors) {
+  const outputs = [];
+  const chunks = [];
+  for (const { output, binary } of wanted) {
+    const data = tensors[output.index].data;
+    if (binary) {
+      outputs.push({ name: output.name, datatype: output.datatype, shape: output.shape, parameters: { binary_data_size: data.byteLength } });
+      chunks.push(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+    } else {
+      outputs.push({ name: output.name, datatype: output.datatype, shape: output.shape, data: jsonData(output.datatype, data) });
+    }
+  }
+  const response = id === undefined ? { model_name: modelName, model_version: version, outputs } : { model_name: modelName, model_version: version, id, outputs };
+  return { head: JSON.stringify(response), chunks };
+}
+
+module.exports = { DATATYPE, RequestError, signatureOf, parseInfer, formatInfer, decodeF16 };

@@ -1,0 +1,399 @@
+'use strict';
+
+// Models the server serves: a repository in Triton's layout (<repo>/<name>/<version>/model.so
+// with <repo>/<name>/config.json), or single artifacts given as name=path. Each served version
+// is a pool whose instances got their PARAMETER files at start. Loading again (by request, or
+// when polling sees a changed file) builds the new pools first, switches, then drains and
+// closes the old ones, so no request is dropped.
+
+const fs = require('node:fs');
+const path = require('node:path');
+const { createPool } = require('../pool');
+const { parseNpy } = require('../npy');
+const { signatureOf } = require('./protocol');
+
+const NAME = /^[A-Za-z0-9_.-]+$/;
+const VERSION = /^[1-9][0-9]*$|^0$/;
+const CONFIG_KEYS = ['instances', 'maxQueue', 'timeoutMs', 'offload', 'versionPolicy', 'outputs', 'parameters'];
+
+class LoadError extends Error {}
+
+/** A model: where it comes from, its config, and the versions being served. */
+class Model {
+  constructor(name, origin) {
+    this.name = name;
+    /** `{ dir }` for a repository model, `{ file }` for a single artifact. */
+    this.origin = origin;
+    /** version string -> Version, the ones serving now. */
+    this.versions = new Map();
+    this.state = 'UNAVAILABLE';
+    this.reason = 'not loaded';
+    /** What the files looked like at the last load (or failed load), for polling. */
+    this.stamp = null;
+    /** Unloaded by request: polling leaves it unloaded. */
+    this.unloaded = false;
+  }
+
+  get latest() {
+    let best;
+    for (const v of this.versions.values()) if (best === undefined || Number(v.version) > Number(best.version)) best = v;
+    return best;
+  }
+}
+
+/** One served version: its pool and what the protocol shows of it. */
+class Version {
+  constructor(model, version, pool, signature, config) {
+    this.model = model;
+    this.version = version;
+    this.pool = pool;
+    this.signature = signature;
+    this.config = config;
+    this.timeoutMs = config.timeoutMs;
+  }
+}
+
+function statKey(file) {
+  try {
+    const st = fs.statSync(file);
+    return `${st.ino}:${st.size}:${st.mtimeMs}`;
+  } catch {
+    return 'missing';
+  }
+}
+
+function readConfig(model) {
+  if (!model.origin.dir) return {};
+  const file = path.join(model.origin.dir, 'config.json');
+  let text;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    if (err.code === 'ENOENT') return {};
+    throw new LoadError(`cannot read ${file}: ${err.code || err.message}`);
+  }
+  let config;
+  try {
+    config = JSON.parse(text);
+  } catch (err) {
+    throw new LoadError(`${file} is not JSON: ${err.message}`);
+  }
+  if (config === null || typeof config !== 'object' || Array.isArray(config)) throw new LoadError(`${file} must hold a JSON object`);
+  for (const key of Object.keys(config)) {
+    if (!CONFIG_KEYS.includes(key)) throw new LoadError(`${file}: unknown key "${key}" (known: ${CONFIG_KEYS.join(', ')})`);
+  }
+  return config;
+}
+
+/** The config with the server's defaults filled in, every field checked. */
+function settle(config, defaults, where) {
+  const positive = (key, value, allowZero) => {
+    if (!Number.isInteger(value) || value < (allowZero ? 0 : 1)) throw new LoadError(`${where}: "${key}" must be a ${allowZero ? 'non-negative' : 'positive'} integer, got ${JSON.stringify(value)}`);
+    return value;
+  };
+  const out = {
+    instances: positive('instances', config.instances ?? defaults.poolSize),
+    maxQueue: positive('maxQueue', config.maxQueue ?? defaults.maxQueue, true),
+    timeoutMs: positive('timeoutMs', config.timeoutMs ?? defaults.timeoutMs, true),
+    offload: config.offload ?? defaults.offload ?? 'auto',
+    versionPolicy: config.versionPolicy ?? 'latest',
+    outputs: config.outputs,
+    parameters: config.parameters ?? {},
+  };
+  if (!['auto', 'always', 'never'].includes(out.offload)) throw new LoadError(`${where}: "offload" must be "auto", "always" or "never", got ${JSON.stringify(out.offload)}`);
+  const policy = out.versionPolicy;
+  const specific = policy !== null && typeof policy === 'object' && Array.isArray(policy.specific) && policy.specific.every((v) => Number.isInteger(v) && v >= 0);
+  if (policy !== 'latest' && policy !== 'all' && !specific) {
+    throw new LoadError(`${where}: "versionPolicy" must be "latest", "all" or { "specific": [versions] }, got ${JSON.stringify(policy)}`);
+  }
+  if (out.outputs !== undefined && (!Array.isArray(out.outputs) || !out.outputs.every((n) => typeof n === 'string' && n !== ''))) {
+    throw new LoadError(`${where}: "outputs" must be an array of output names, got ${JSON.stringify(out.outputs)}`);
+  }
+  if (out.parameters === null || typeof out.parameters !== 'object' || Array.isArray(out.parameters)) throw new LoadError(`${where}: "parameters" must be an object of source name -> .npy file`);
+  return out;
+}
+
+/** Version directories holding a model.so, and which of them the policy serves. */
+function versionsOf(model, config) {
+  if (model.origin.file) return [{ version: '1', file: model.origin.file, dir: path.dirname(model.origin.file) }];
+  let entries;
+  try {
+    entries = fs.readdirSync(model.origin.dir, { withFileTypes: true });
+  } catch (err) {
+    throw new LoadError(`cannot read model directory ${model.origin.dir}: ${err.code || err.message}`);
+  }
+  const found = entries
+    .filter((e) => e.isDirectory() && VERSION.test(e.name) && fs.existsSync(path.join(model.origin.dir, e.name, 'model.so')))
+    .map((e) => ({ version: e.name, file: path.join(model.origin.dir, e.name, 'model.so'), dir: path.join(model.origin.dir, e.name) }))
+    .sort((a, b) => Number(a.version) - Number(b.version));
+  if (found.length === 0) throw new LoadError(`${model.origin.dir} has no version directory with a model.so (<name>/<version>/model.so)`);
+  const policy = config.versionPolicy;
+  if (policy === 'latest') return found.slice(-1);
+  if (policy === 'all') return found;
+  const chosen = found.filter((f) => policy.specific.includes(Number(f.version)));
+  if (chosen.length === 0) throw new LoadError(`${model.origin.dir}: none of versions ${policy.specific.join(', ')} has a model.so`);
+  return chosen;
+}
+
+/** A parameter file, found next to the version's model.so first, then in the model directory. */
+function parameterFile(model, where, file) {
+  const candidates = path.isAbsolute(file) ? [file] : [path.join(where.dir, file), ...(model.origin.dir ? [path.join(model.origin.dir, file)] : [])];
+  for (const c of candidates) if (fs.existsSync(c)) return c;
+  throw new LoadError(`parameter file ${JSON.stringify(file)} not found (looked in ${candidates.join(', ')})`);
+}
+
+/** Reads each PARAMETER file once and says how each instance takes it: `set` (logical values) or `bind` (physical storage). */
+function parametersOf(model, where, config, sources) {
+  const plan = [];
+  for (const [name, spec] of Object.entries(config.parameters)) {
+    const source = sources.find((s) => s.name === name);
+    if (!source) throw new LoadError(`config "parameters" names "${name}", which the artifact has no source of (its sources: ${sources.map((s) => s.name).join(', ')})`);
+    if (source.kind === 'input') throw new LoadError(`config "parameters" names "${name}", an INPUT: inputs come with each request`);
+    if (source.binding === 'embedded') throw new LoadError(`config "parameters" names "${name}", an EMBEDDED source: its values are in the library`);
+    const entry = typeof spec === 'string' ? { file: spec } : spec;
+    if (entry === null || typeof entry !== 'object' || typeof entry.file !== 'string' || (entry.bind !== undefined && typeof entry.bind !== 'boolean')) {
+      throw new LoadError(`config "parameters"."${name}" must be "file.npy" or { "file": "file.npy", "bind": true|false }`);
+    }
+    if (entry.bind && source.binding !== 'bound') throw new LoadError(`config "parameters"."${name}": "bind" needs a BOUND source, "${name}" is ${source.binding.toUpperCase()}`);
+    const file = parameterFile(model, where, entry.file);
+    let npy;
+    try {
+      npy = parseNpy(fs.readFileSync(file), file);
+    } catch (err) {
+      throw new LoadError(`parameter "${name}": ${err.message}`);
+    }
+    if (npy.dtype !== source.dtype) throw new LoadError(`parameter "${name}": ${file} holds ${npy.dtype}, the source is ${source.dtype}`);
+    const count = npy.shape.reduce((a, b) => a * b, 1);
+    if (entry.bind) {
+      if (count !== source.elementCount) throw new LoadError(`parameter "${name}": ${file} has ${count} elements; binding takes the source's physical storage of ${source.elementCount}`);
+    } else if (npy.shape.join() !== source.shape.join()) {
+      throw new LoadError(`parameter "${name}": ${file} has shape (${npy.shape.join(', ')}), the source has shape (${source.shape.join(', ')})`);
+    }
+    plan.push({ name, bind: Boolean(entry.bind), data: npy.data, file });
+  }
+  for (const s of sources) {
+    if (s.kind !== 'input' && s.binding === 'bound' && !plan.some((p) => p.name === s.name)) {
+      throw new LoadError(`source "${s.name}" is a BOUND ${s.kind.toUpperCase()} and config "parameters" gives it no file`);
+    }
+  }
+  return plan;
+}
+
+/** Builds one version's pool; its instances take the parameters in `setup`. */
+function openVersion(model, where, config) {
+  const bytes = fs.readFileSync(where.file);
+  let plan;
+  let signature;
+  // Loaded from its bytes: each load is a library of its own (a path already loaded would be
+  // handed back by dlopen), and rewriting model.so in place cannot touch a running one.
+  const pool = createPool(bytes, {
+    size: config.instances,
+    maxQueue: config.maxQueue,
+    offload: config.offload,
+    f16: 'bits',
+    setup(rt) {
+      if (plan === undefined) {
+        plan = parametersOf(model, where, config, rt.sources);
+        if (config.outputs !== undefined && config.outputs.length !== rt.outputs.length) {
+          throw new LoadError(`config "outputs" names ${config.outputs.length} outputs, the artifact has ${rt.outputs.length}`);
+        }
+        if (config.outputs !== undefined && new Set(config.outputs).size !== config.outputs.length) throw new LoadError('config "outputs" names an output twice');
+        signature = signatureOf(rt, config.outputs);
+      }
+      // Bound storage is shared by the instances: the artifact reads it and never writes it.
+      for (const p of plan) (p.bind ? rt.bind : rt.set).call(rt, p.name, p.data);
+    },
+  });
+  return new Version(model, where.version, pool, signature, config);
+}
+
+class ModelRepository {
+  /**
+   * `models`: repository directories, `name=path` (an artifact or a model directory) or
+   * artifact paths. `defaults`: poolSize, maxQueue, timeoutMs, offload.
+   */
+  constructor(models, defaults, { onRetired } = {}) {
+    this.defaults = defaults;
+    this.roots = [];
+    this.models = new Map();
+    /** Versions switched out whose pools are finishing their runs. */
+    this.draining = new Set();
+    this.onRetired = onRetired || (() => {});
+    for (const spec of models) this.#add(spec);
+  }
+
+  #add(spec) {
+    if (typeof spec !== 'string' || spec === '') throw new LoadError(`a model is a repository directory, name=artifact.so or artifact.so; got ${JSON.stringify(spec)}`);
+    const eq = spec.indexOf('=');
+    let name;
+    let target = spec;
+    if (eq > 0 && NAME.test(spec.slice(0, eq))) [name, target] = [spec.slice(0, eq), spec.slice(eq + 1)];
+    let st;
+    try {
+      st = fs.statSync(target);
+    } catch (err) {
+      throw new LoadError(`model ${JSON.stringify(spec)}: cannot find ${target} (${err.code || err.message})`);
+    }
+    if (st.isDirectory() && name === undefined) {
+      this.roots.push(path.resolve(target));
+      return;
+    }
+    name ??= path.basename(target).replace(/\.so$/, '');
+    if (!NAME.test(name)) throw new LoadError(`model name ${JSON.stringify(name)} may hold only letters, digits, "_", "." and "-"`);
+    if (this.models.has(name)) throw new LoadError(`two models are named "${name}"`);
+    this.models.set(name, new Model(name, st.isDirectory() ? { dir: path.resolve(target) } : { file: path.resolve(target) }));
+  }
+
+  /** Finds models added to the repository directories since the last scan. */
+  scan() {
+    for (const root of this.roots) {
+      let entries;
+      try {
+        entries = fs.readdirSync(root, { withFileTypes: true });
+      } catch {
+        continue;
+      }
+      for (const e of entries) {
+        if (e.isDirectory() && NAME.test(e.name) && !this.models.has(e.name)) this.models.set(e.name, new Model(e.name, { dir: path.join(root, e.name) }));
+      }
+    }
+  }
+
+  /** The files a model's load reads, as one string: a changed one changes it. */
+  stampOf(model) {
+    if (model.origin.file) return statKey(model.origin.file);
+    const parts = [statKey(path.join(model.origin.dir, 'config.json'))];
+    try {
+      for (const e of fs.readdirSync(model.origin.dir, { withFileTypes: true })) {
+        const p = path.join(model.origin.dir, e.name);
+        if (e.isDirectory()) {
+          for (const f of fs.readdirSync(p)) parts.push(`${e.name}/${f}=${statKey(path.join(p, f))}`);
+        } else {
+          parts.push(`${e.name}=${statKey(p)}`);
+        }
+      }
+    } catch {
+      parts.push('unreadable');
+    }
+    return parts.sort().join('|');
+  }
+
+  /**
+   * (Re)loads a model: every version the policy serves gets a new pool; only when all are
+   * ready are they switched in, and the old pools drain and close. On failure the versions
+   * already serving go on serving, and the error says why.
+   */
+  load(name) {
+    this.scan();
+    const model = this.models.get(name);
+    if (!model) throw new LoadError(`no model named "${name}" in the repository`);
+    model.unloaded = false;
+    const stamp = this.stampOf(model);
+    const built = [];
+    try {
+      const config = settle(readConfig(model), this.defaults, model.origin.dir ? path.join(model.origin.dir, 'config.json') : model.name);
+      for (const where of versionsOf(model, config)) built.push(openVersion(model, where, config));
+    } catch (err) {
+      for (const v of built) v.pool.close();
+      model.stamp = stamp;
+      model.reason = err.message;
+      if (model.versions.size === 0) model.state = 'UNAVAILABLE';
+      throw err instanceof LoadError ? err : new LoadError(err.message);
+    }
+    const old = [...model.versions.values()];
+    model.versions = new Map(built.map((v) => [v.version, v]));
+    model.state = 'READY';
+    model.reason = '';
+    model.stamp = stamp;
+    return this.#retire(old);
+  }
+
+  /** Drains and closes switched-out versions; resolves when they are closed. */
+  #retire(old) {
+    return Promise.all(
+      old.map((v) => {
+        this.draining.add(v);
+        return v.pool.close().then(() => {
+          this.onRetired(v);
+          this.draining.delete(v);
+        });
+      }),
+    );
+  }
+
+  /** Stops serving a model; requests already running finish first. */
+  unload(name) {
+    const model = this.models.get(name);
+    if (!model) throw new LoadError(`no model named "${name}" in the repository`);
+    const old = [...model.versions.values()];
+    model.versions = new Map();
+    model.state = 'UNAVAILABLE';
+    model.reason = 'unloaded';
+    model.unloaded = true;
+    return this.#retire(old);
+  }
+
+  /** Loads every model; the first failure is thrown, naming the model. */
+  loadAll() {
+    this.scan();
+    if (this.models.size === 0) throw new LoadError(`no models found in ${this.roots.join(', ') || 'the arguments'}`);
+    for (const name of this.models.keys()) {
+      try {
+        this.load(name);
+      } catch (err) {
+        throw new LoadError(`model "${name}": ${err.message}`);
+      }
+    }
+  }
+
+  /** Reloads the models whose files changed since their last load; returns what it did. */
+  poll() {
+    this.scan();
+    const done = [];
+    for (const model of this.models.values()) {
+      if (model.unloaded) continue;
+      const stamp = this.stampOf(model);
+      if (stamp === model.stamp) continue;
+      try {
+        this.load(model.name);
+        done.push({ name: model.name, ok: true });
+      } catch (err) {
+        done.push({ name: model.name, ok: false, reason: err.message });
+      }
+    }
+    return done;
+  }
+
+  /** The repository extension's index: one row per served version, one per model serving none. */
+  index(readyOnly) {
+    this.scan();
+    const rows = [];
+    for (const model of [...this.models.values()].sort((a, b) => a.name.localeCompare(b.name))) {
+      if (model.versions.size === 0) {
+        if (!readyOnly) rows.push({ name: model.name, state: model.state, reason: model.reason });
+        continue;
+      }
+      for (const v of model.versions.values()) rows.push({ name: model.name, version: v.version, state: 'READY', reason: '' });
+    }
+    return rows;
+  }
+
+  /** Every version serving now. */
+  *served() {
+    for (const model of this.models.values()) yield* model.versions.values();
+  }
+
+  /** Stops every model; resolves when all their runs are done and the pools closed. */
+  close() {
+    const all = [...this.draining].map((v) => v.pool.close());
+    for (const model of this.models.values()) {
+      all.push(this.#retire([...model.versions.values()]));
+      model.versions = new Map();
+      model.state = 'UNAVAILABLE';
+      model.reason = 'server stopped';
+    }
+    return Promise.all(all);
+  }
+}
+
+module.exports = { ModelRepository, LoadError };

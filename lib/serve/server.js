@@ -1,0 +1,453 @@
+'use strict';
+
+// The Open Inference Protocol's REST endpoints (health, metadata, infer with the binary tensor
+// data extension, the model repository extension) and GET /metrics, as one request handler
+// that a node:http server, express or fastify can call.
+
+const http = require('node:http');
+const os = require('node:os');
+const { ModelRepository, LoadError } = require('./repository');
+const { RequestError, parseInfer, formatInfer } = require('./protocol');
+const { createMetrics } = require('./metrics');
+const { ZgcError } = require('../errors');
+const { version: packageVersion } = require('../../package.json');
+
+const DEFAULTS = { maxQueue: 1024, timeoutMs: 30000, maxBody: 64 * 1024 * 1024, pollMs: 2000, offload: 'auto' };
+const EXTENSIONS = ['binary_tensor_data', 'model_repository', 'metrics'];
+const JSON_TYPE = 'application/json';
+const EMPTY = Buffer.alloc(0);
+
+/** Statuses of run failures that are the request's fault, not the model's. */
+const INPUT_CODES = new Set(['ERR_ZGC_VALUE', 'ERR_ZGC_SIZE', 'ERR_ZGC_DTYPE', 'ERR_ZGC_UNKNOWN_SOURCE']);
+
+function checkOptions(options) {
+  if (options === null || typeof options !== 'object') throw new TypeError('createServer options must be an object');
+  const models = typeof options.models === 'string' ? [options.models] : options.models;
+  if (!Array.isArray(models) || models.length === 0) throw new TypeError('createServer needs "models": a repository directory, name=artifact.so or artifact.so (or an array of them)');
+  const out = { ...DEFAULTS, poolSize: os.availableParallelism(), ...options, models };
+  for (const key of ['poolSize', 'maxQueue', 'timeoutMs', 'maxBody', 'pollMs', 'shutdownTimeoutMs']) {
+    if (out[key] === undefined) continue;
+    const min = key === 'poolSize' || key === 'maxBody' ? 1 : 0;
+    if (!Number.isSafeInteger(out[key]) || out[key] < min) throw new RangeError(`createServer option ${key} must be an integer >= ${min}, got ${String(out[key])}`);
+  }
+  return out;
+}
+
+function send(res, status, body, headers) {
+  const text = body === undefined ? EMPTY : JSON.stringify(body);
+  const h = { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(text) };
+  if (headers) Object.assign(h, headers);
+  res.writeHead(status, h);
+  res.end(text);
+}
+
+const fail = (res, status, message, headers) => send(res, status, { error: message }, headers);
+
+/**
+ * The whole body: for a binary request, in one buffer whose binary part starts 8-byte aligned
+ * (so its tensors are read in place); for JSON, the received chunk itself where it is one.
+ */
+function readBody(req, maxBody, headerLength) {
+  return new Promise((resolve, reject) => {
+    const declared = req.headers['content-length'];
+    const length = declared === undefined ? -1 : Number(declared);
+    if (length > maxBody) return reject(new RequestError(413, `the request body of ${length} bytes is over the server's limit of ${maxBody} bytes`, { connection: 'close' }));
+    let into = null;
+    let chunks = null;
+    let got = 0;
+    if (headerLength !== undefined && length >= 0) {
+      const pad = (8 - (headerLength % 8)) % 8;
+      into = new Uint8Array(new ArrayBuffer(length + pad), pad, length);
+    } else {
+      chunks = [];
+    }
+    const onData = (chunk) => {
+      if (got + chunk.length > (into ? into.length : maxBody)) {
+        cleanup();
+        req.resume();
+        const message = into ? `the request body is longer than its Content-Length of ${into.length}` : `the request body is over the server's limit of ${maxBody} bytes`;
+        return reject(new RequestError(into ? 400 : 413, message, { connection: 'close' }));
+      }
+      if (into) into.set(chunk, got);
+      else chunks.push(chunk);
+      got += chunk.length;
+    };
+    const onEnd = () => {
+      cleanup();
+      if (into) return resolve(into);
+      let body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, got);
+      if (headerLength !== undefined) {
+        // Chunked upload of binary data: one copy into an aligned buffer.
+        const pad = (8 - (headerLength % 8)) % 8;
+        const aligned = new Uint8Array(new ArrayBuffer(got + pad), pad, got);
+        aligned.set(body);
+        body = aligned;
+      }
+      resolve(body);
+    };
+    const onAbort = () => {
+      cleanup();
+      reject(new RequestError(0, 'the client went away'));
+    };
+    const cleanup = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onAbort);
+      req.off('aborted', onAbort);
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onAbort);
+    req.on('aborted', onAbort);
+  });
+}
+
+function createHandler(options) {
+  const config = checkOptions(options);
+  const defaults = { poolSize: config.poolSize, maxQueue: config.maxQueue, timeoutMs: config.timeoutMs, offload: config.offload };
+  let metrics;
+  const repository = new ModelRepository(config.models, defaults, { onRetired: (v) => metrics.retire(v) });
+  metrics = createMetrics(repository);
+  const log = config.log === undefined ? () => {} : config.log;
+  repository.loadAll();
+  for (const v of repository.served()) log(`model "${v.model.name}" version ${v.version} ready (${v.pool.size} instances)`);
+
+  const state = { active: 0, draining: false, closed: false, idle: null };
+  let poller = null;
+  if (config.pollMs > 0) {
+    poller = setInterval(() => {
+      for (const r of repository.poll()) log(r.ok ? `model "${r.name}" reloaded` : `model "${r.name}" failed to reload, still serving what it served: ${r.reason}`);
+    }, config.pollMs);
+    poller.unref();
+  }
+
+  function resolveVersion(name, versionText) {
+    const model = repository.models.get(name);
+    if (model === undefined) {
+      repository.scan();
+      if (!repository.models.has(name)) throw new RequestError(404, `unknown model "${name}"`);
+      return resolveVersion(name, versionText);
+    }
+    if (model.versions.size === 0) throw new RequestError(400, `model "${name}" is not ready (${model.state}: ${model.reason})`);
+    if (versionText === undefined) return model.latest;
+    const v = model.versions.get(versionText);
+    if (v === undefined) throw new RequestError(404, `model "${name}" has no version "${versionText}" being served (versions: ${[...model.versions.keys()].join(', ')})`);
+    return v;
+  }
+
+  function metadata(v) {
+    const model = v.model;
+    return {
+      name: model.name,
+      versions: [...model.versions.keys()],
+      platform: 'zgc_executable',
+      inputs: v.signature.inputs.map(({ name, datatype, shape }) => ({ name, datatype, shape })),
+      outputs: v.signature.outputs.map(({ name, datatype, shape }) => ({ name, datatype, shape })),
+    };
+  }
+
+  function modelConfig(v) {
+    const c = v.config;
+    return {
+      name: v.model.name,
+      platform: 'zgc_executable',
+      instances: c.instances,
+      maxQueue: c.maxQueue,
+      timeoutMs: c.timeoutMs,
+      offload: c.offload,
+      versionPolicy: c.versionPolicy,
+      input: v.signature.inputs.map(({ name, datatype, shape }) => ({ name, data_type: `TYPE_${datatype}`, dims: shape })),
+      output: v.signature.outputs.map(({ name, datatype, shape }) => ({ name, data_type: `TYPE_${datatype}`, dims: shape })),
+    };
+  }
+
+  async function infer(req, res, name, versionText, started) {
+    let v;
+    let outcome = 'success';
+    let controller = null;
+    let timer = null;
+    let answered = false;
+    const answer = (status, message, headers) => {
+      if (answered || res.destroyed) return;
+      answered = true;
+      if (state.draining) res.shouldKeepAlive = false;
+      if (message !== undefined) fail(res, status, message, headers);
+    };
+    try {
+      v = resolveVersion(name, versionText);
+      const encoding = req.headers['content-encoding'];
+      if (encoding !== undefined && encoding !== 'identity') throw new RequestError(400, `Content-Encoding ${encoding} is not supported: send the request uncompressed`);
+      const lengthHeader = req.headers['inference-header-content-length'];
+      let headerLength;
+      if (lengthHeader !== undefined) {
+        headerLength = Number(lengthHeader);
+        if (!Number.isSafeInteger(headerLength) || headerLength < 0) throw new RequestError(400, `Inference-Header-Content-Length must be a non-negative integer, got ${JSON.stringify(lengthHeader)}`);
+      }
+      const body = await readBody(req, config.maxBody, headerLength);
+      if (headerLength !== undefined && headerLength > body.length) throw new RequestError(400, `Inference-Header-Content-Length is ${headerLength}, the body has only ${body.length} bytes`);
+      // Looked up again: a reload may have switched versions while the body arrived.
+      v = resolveVersion(name, versionText);
+      const request = parseInfer(v.signature, body, headerLength === undefined ? body.length : headerLength);
+      const timeoutMs = v.timeoutMs;
+      controller = new AbortController();
+      const onClose = () => {
+        if (!answered) {
+          outcome = 'canceled';
+          answered = true;
+          controller.abort(new RequestError(0, 'the client went away'));
+        }
+      };
+      res.once('close', onClose);
+      if (timeoutMs > 0) {
+        timer = setTimeout(() => {
+          outcome = 'timeout';
+          const err = new RequestError(504, `model "${name}" did not answer within ${timeoutMs} ms`);
+          controller.abort(err);
+          answer(504, err.message);
+        }, timeoutMs);
+      }
+      let tensors;
+      try {
+        tensors = await v.pool.run(request.inputs, { signal: controller.signal });
+      } finally {
+        if (timer !== null) clearTimeout(timer);
+        res.off('close', onClose);
+      }
+      if (answered) return;
+      const { head, chunks } = formatInfer(v.model.name, v.version, request.id, request.outputs, tensors);
+      answered = true;
+      if (state.draining) res.shouldKeepAlive = false;
+      if (chunks.length === 0) {
+        res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(head) });
+        res.end(head);
+      } else {
+        const headBytes = Buffer.from(head);
+        let total = headBytes.length;
+        for (const c of chunks) total += c.byteLength;
+        res.writeHead(200, { 'content-type': 'application/octet-stream', 'inference-header-content-length': headBytes.length, 'content-length': total });
+        res.cork();
+        res.write(headBytes);
+        for (const c of chunks) res.write(c);
+        res.end();
+        res.uncork();
+      }
+    } catch (err) {
+      if (err instanceof RequestError) {
+        if (err.status === 0) outcome = 'canceled';
+        else {
+          if (outcome !== 'timeout') outcome = err.status === 404 ? 'not_found' : err.status === 413 ? 'too_large' : err.status === 504 ? 'timeout' : err.status === 400 && /not ready/.test(err.message) ? 'not_ready' : 'bad_request';
+          answer(err.status, err.message, err.headers);
+        }
+      } else if (err instanceof ZgcError && err.code === 'ERR_ZGC_QUEUE_FULL') {
+        outcome = 'queue_full';
+        answer(503, `model "${name}" has ${v.config.maxQueue} requests waiting already: try again shortly`, { 'retry-after': '1' });
+      } else if (err instanceof ZgcError && err.code === 'ERR_ZGC_CLOSED') {
+        outcome = 'not_ready';
+        answer(503, `model "${name}" is being unloaded`, { 'retry-after': '1' });
+      } else if (err instanceof ZgcError && INPUT_CODES.has(err.code)) {
+        outcome = 'bad_request';
+        answer(400, err.message.replace(/^source /, 'input '));
+      } else if (err instanceof ZgcError) {
+        outcome = 'model_error';
+        answer(500, `model "${name}" version ${v.version} failed: ${err.message} (${err.code})`);
+      } else if (err && err.name === 'AbortError') {
+        outcome = 'canceled';
+      } else {
+        outcome = 'model_error';
+        answer(500, `internal error: ${err && err.message}`);
+      }
+    } finally {
+      metrics.count(name, v === undefined ? '' : v.version, outcome, Number(process.hrtime.bigint() - started) / 1e9);
+    }
+  }
+
+  function repositoryRequest(req, res, action, name) {
+    try {
+      if (action === 'index') {
+        readJson(req)
+          .then((body) => send(res, 200, repository.index(body !== null && typeof body === 'object' && body.ready === true)))
+          .catch((err) => fail(res, 400, err.message));
+        return;
+      }
+      // A body (the protocol allows parameters) is read and ignored.
+      req.resume();
+      if (!repository.models.has(name)) repository.scan();
+      if (!repository.models.has(name)) return fail(res, 404, `unknown model "${name}"`);
+      const done = action === 'load' ? repository.load(name) : repository.unload(name);
+      log(`model "${name}" ${action === 'load' ? 'loaded' : 'unloaded'} by request`);
+      done.catch(() => {});
+      send(res, 200);
+    } catch (err) {
+      if (err instanceof LoadError) return fail(res, 400, `failed to load model "${name}": ${err.message}`);
+      throw err;
+    }
+  }
+
+  function route(req, res, next) {
+    const url = req.url;
+    const q = url.indexOf('?');
+    const p = q < 0 ? url : url.slice(0, q);
+    const method = req.method;
+    const want = (m) => {
+      if (method === m || (m === 'GET' && method === 'HEAD')) return true;
+      req.resume();
+      fail(res, 405, `${method} ${p}: use ${m}`, { allow: m === 'GET' ? 'GET, HEAD' : m });
+      return false;
+    };
+    if (p === '/metrics') {
+      if (!want('GET')) return;
+      metrics.text().then((text) => {
+        res.writeHead(200, { 'content-type': metrics.contentType, 'content-length': Buffer.byteLength(text) });
+        res.end(text);
+      });
+      return;
+    }
+    if (p !== '/v2' && !p.startsWith('/v2/')) return next ? next() : fail(res, 404, `no endpoint ${p}`);
+    let parts;
+    try {
+      parts = p.split('/').map(decodeURIComponent);
+    } catch {
+      return fail(res, 400, `malformed percent-encoding in ${p}`);
+    }
+    // ['', 'v2', ...]
+    const [, , area, a, b, c, d, e] = parts;
+    if (area === undefined || (area === '' && parts.length === 3)) {
+      if (!want('GET')) return;
+      return send(res, 200, { name: 'zgc-runtime', version: packageVersion, extensions: EXTENSIONS });
+    }
+    if (area === 'health' && (a === 'live' || a === 'ready') && parts.length === 4) {
+      if (!want('GET')) return;
+      if (a === 'live') return send(res, 200);
+      const ready = !state.draining && [...repository.models.values()].every((m) => m.unloaded || m.versions.size > 0);
+      return ready ? send(res, 200) : fail(res, 503, state.draining ? 'the server is shutting down' : 'a model is not loaded');
+    }
+    if (area === 'models' && a !== undefined && a !== '') {
+      let versionText;
+      let rest = [b, c, d, e].filter((x) => x !== undefined);
+      if (rest[0] === 'versions') {
+        versionText = rest[1];
+        if (versionText === undefined || versionText === '') return fail(res, 404, `no endpoint ${p}`);
+        rest = rest.slice(2);
+      }
+      const endpoint = rest.length === 0 ? 'metadata' : rest.length === 1 ? rest[0] : null;
+      if (endpoint === 'infer') {
+        if (!want('POST')) return;
+        state.active++;
+        res.once('close', settle);
+        return void infer(req, res, a, versionText, process.hrtime.bigint());
+      }
+      if (endpoint === 'metadata' || endpoint === 'ready' || endpoint === 'config') {
+        if (!want('GET')) return;
+        let v;
+        try {
+          v = resolveVersion(a, versionText);
+        } catch (err) {
+          return fail(res, err.status, err.message);
+        }
+        if (endpoint === 'ready') return send(res, 200);
+        return send(res, 200, endpoint === 'metadata' ? metadata(v) : modelConfig(v));
+      }
+    }
+    if (area === 'repository') {
+      if (a === 'index' && parts.length === 4) {
+        if (!want('POST')) return;
+        return repositoryRequest(req, res, 'index');
+      }
+      if (a === 'models' && b && (c === 'load' || c === 'unload') && parts.length === 6) {
+        if (!want('POST')) return;
+        return repositoryRequest(req, res, c, b);
+      }
+    }
+    req.resume();
+    return fail(res, 404, `no endpoint ${method} ${p}`);
+  }
+
+  function settle() {
+    state.active--;
+    if (state.active === 0 && state.idle) state.idle();
+  }
+
+  function handler(req, res, next) {
+    if (state.closed) {
+      req.resume();
+      return fail(res, 503, 'the server is shut down', { connection: 'close' });
+    }
+    try {
+      route(req, res, typeof next === 'function' ? next : undefined);
+    } catch (err) {
+      if (!res.headersSent) fail(res, 500, `internal error: ${err.message}`);
+    }
+  }
+
+  handler.repository = repository;
+  handler.metrics = metrics;
+  /** Requests being answered. */
+  Object.defineProperty(handler, 'active', { get: () => state.active });
+  /** Readiness goes false and responses close their connections; in-flight requests go on. */
+  handler.drain = () => {
+    state.draining = true;
+  };
+  /** Resolves once no inference request is being answered. */
+  handler.idle = () => (state.active === 0 ? Promise.resolve() : new Promise((resolve) => (state.idle = resolve)));
+  /** Stops polling and closes every pool once their runs are done. */
+  handler.close = () => {
+    state.draining = true;
+    state.closed = true;
+    if (poller) clearInterval(poller);
+    return repository.close();
+  };
+  return handler;
+}
+
+function readJson(req) {
+  return new Promise((resolve, reject) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('error', reject);
+    req.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8').trim();
+      if (text === '') return resolve(null);
+      try {
+        resolve(JSON.parse(text));
+      } catch (err) {
+        reject(new Error(`the request body is not JSON: ${err.message}`));
+      }
+    });
+  });
+}
+
+/**
+ * A node:http server answering the protocol for `options.models`, loaded before this returns.
+ * `server.shutdown({ deadlineMs })` stops accepting, answers what was accepted, closes the
+ * pools, and resolves `{ drained }` (false when the deadline cut requests off).
+ */
+function createServer(options = {}) {
+  const handler = createHandler(options);
+  const server = http.createServer((req, res) => handler(req, res));
+  server.zgc = handler;
+  let shutting = null;
+  server.shutdown = ({ deadlineMs = options.shutdownTimeoutMs ?? 30000 } = {}) => {
+    if (shutting) return shutting;
+    handler.drain();
+    shutting = new Promise((resolve) => {
+      server.close();
+      server.closeIdleConnections();
+      let timer;
+      const deadline = new Promise((r) => {
+        timer = setTimeout(() => r(false), deadlineMs);
+        timer.unref();
+      });
+      Promise.race([handler.idle().then(() => true), deadline]).then(async (drained) => {
+        clearTimeout(timer);
+        const unanswered = handler.active;
+        if (!drained) server.closeAllConnections();
+        await handler.close();
+        resolve({ drained, unanswered });
+      });
+    });
+    return shutting;
+  };
+  return server;
+}
+
+module.exports = { createServer, createHandler, DEFAULTS };
