@@ -6,6 +6,8 @@ const { ZgcError } = require('./errors');
 const { NativePool } = require('./native');
 
 const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
+/** Whether the next run goes inline (settled before run() returns): the server skips its timer then. */
+const kInline = Symbol('zgc.poolInline');
 
 /**
  * `size` runtimes of one artifact (one library, separate instances) behind one `run()`. The
@@ -56,6 +58,8 @@ class Pool {
   /** Runs executing now (or starting on a free instance). */
   get inFlight() { return this.#native.figures()[0]; }
   get closed() { return this.#closed; }
+  /** @internal */
+  get [kInline]() { return this.#inline; }
   /** The pool's runtimes, for inspection (their metadata is the artifact's). */
   get runtimes() { return this.#runtimes; }
 
@@ -110,4 +114,4 @@ function createPool(artifact, options) {
   return new Pool(artifact, options);
 }
 
-module.exports = { Pool, createPool };
+module.exports = { Pool, createPool, kInline };

@@ -10,10 +10,12 @@ const path = require('node:path');
 const VENV = path.join(__dirname, '..', '.venv-ref');
 const PYTHON = path.join(VENV, 'bin', 'python');
 const PIN = 'zgc-runtime==0.1.0';
+// The client the server's tests talk through (http only: no gRPC stack).
+const CLIENT = 'tritonclient[http]==2.73.0';
 
 function installed() {
   try {
-    execFileSync(PYTHON, ['-c', 'import zgc'], { stdio: 'ignore' });
+    execFileSync(PYTHON, ['-c', 'import zgc, tritonclient.http'], { stdio: 'ignore' });
     return true;
   } catch {
     return false;
@@ -22,9 +24,9 @@ function installed() {
 
 if (!installed()) {
   const python = process.env.PYTHON || 'python3';
-  execFileSync(python, ['-m', 'venv', VENV], { stdio: 'inherit' });
-  execFileSync(PYTHON, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', PIN], { stdio: 'inherit' });
+  if (!fs.existsSync(PYTHON)) execFileSync(python, ['-m', 'venv', VENV], { stdio: 'inherit' });
+  execFileSync(PYTHON, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', PIN, CLIENT], { stdio: 'inherit' });
 }
-console.log(`reference runtime ${PIN} in ${path.relative(process.cwd(), VENV)}`);
+console.log(`reference runtime ${PIN} and ${CLIENT} in ${path.relative(process.cwd(), VENV)}`);
 
 module.exports = { PYTHON };

@@ -1,6 +1,7 @@
 // Compiled with `tsc --noEmit --strict` by types.spec.js: the public types must accept what
 // the README shows and reject what the runtime would refuse.
 import zgc, { load, createPool, Pool, Runtime, Tensor, ZgcError, SourceInfo, OutputArray, Float16ArrayLike } from 'zgc-runtime';
+import { createServer, createHandler, ServeHandler, ShutdownResult, RepositoryIndexEntry } from 'zgc-runtime/serve';
 
 const rt: Runtime = load('model.so', { f16: 'bits' });
 const fromBytes: Runtime = zgc.load(new Uint8Array(0));
@@ -85,3 +86,18 @@ async function ptoUsage(): Promise<void> {
   await library.registerKernel('0', new Uint8Array(1));
 }
 console.log(ptoUsage);
+
+async function serveUsage(): Promise<void> {
+  const server = createServer({ models: ['models/', 'add=add.so'], poolSize: 2, timeoutMs: 1000, log: console.error });
+  server.listen(8000);
+  const handler: ServeHandler = createHandler({ models: 'repo' });
+  const rows: RepositoryIndexEntry[] = handler.repository.index(true);
+  await handler.repository.load('add');
+  const done: ShutdownResult = await server.shutdown({ deadlineMs: 5000 });
+  console.log(rows, done.drained, server.zgc.active);
+  // @ts-expect-error models are paths, not artifacts
+  createServer({ models: [new Uint8Array(1)] });
+  // @ts-expect-error models are required
+  createHandler({ poolSize: 1 });
+}
+console.log(serveUsage);

@@ -63,6 +63,8 @@ function createMetrics(repository) {
     buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   });
+  const counters = new Map();
+  const durations = new Map();
   // Histograms of pools already switched out, merged per model and version.
   const retired = new Map();
   const figures = (name, help, pick) =>
@@ -100,8 +102,14 @@ function createMetrics(repository) {
     active,
     /** One finished inference request. */
     count(model, version, outcome, seconds) {
-      requests.inc({ model, version, outcome });
-      if (seconds !== undefined) duration.observe({ model }, seconds);
+      // Children per label set, kept: prom-client hashes the labels on every unbound call.
+      const key = `${model}\u0000${version}\u0000${outcome}`;
+      let counter = counters.get(key);
+      if (counter === undefined) counters.set(key, (counter = requests.labels({ model, version, outcome })));
+      counter.inc();
+      let timer = durations.get(model);
+      if (timer === undefined) durations.set(model, (timer = duration.labels({ model })));
+      timer.observe(seconds);
     },
     text: () => registry.metrics(),
     contentType: registry.contentType,

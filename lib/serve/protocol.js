@@ -28,13 +28,14 @@ const describe = (v) => (v === null ? 'null' : Array.isArray(v) ? 'an array' : t
 function signatureOf(runtime, outputNames) {
   const inputs = runtime.sources
     .filter((s) => s.kind === 'input')
-    .map((s) => ({ name: s.name, datatype: DATATYPE[s.dtype], shape: s.shape.slice(), count: s.shape.reduce((a, b) => a * b, 1) }));
-  const outputs = runtime.outputs.map((o, index) => ({
-    name: outputNames ? outputNames[index] : `output_${index}`,
-    datatype: DATATYPE[o.dtype],
-    shape: o.shape.slice(),
-    index,
-  }));
+    .map((s) => ({ name: s.name, datatype: DATATYPE[s.dtype], shape: s.shape.slice(), count: s.shape.reduce((a, b) => a * b, 1), scratch: null }));
+  const outputs = runtime.outputs.map((o, index) => {
+    const name = outputNames ? outputNames[index] : `output_${index}`;
+    const shape = o.shape.slice();
+    // The JSON of an output up to its data, written once.
+    const prefix = `{"name":${JSON.stringify(name)},"datatype":"${DATATYPE[o.dtype]}","shape":${JSON.stringify(shape)},`;
+    return { name, datatype: DATATYPE[o.dtype], shape, index, prefix };
+  });
   const byName = new Map(inputs.map((i) => [i.name, i]));
   const outputByName = new Map(outputs.map((o) => [o.name, o]));
   return { inputs, outputs, byName, outputByName, inputList: inputs.map((i) => i.name).join(', ') };
@@ -49,10 +50,13 @@ function checkShape(input, given) {
   }
 }
 
-/** JSON `data` (flat, or nested as the shape is) as a TypedArray of the input's datatype. */
+/**
+ * JSON `data` (flat, or nested as the shape is) as a TypedArray of the input's datatype. The
+ * array is the input's scratch, reused: a run copies its inputs before run() returns.
+ */
 function fromJson(input, data) {
   const n = input.count;
-  const out = input.datatype === 'FP16' ? new Float64Array(n) : new ARRAY[input.datatype](n);
+  const out = input.scratch || (input.scratch = input.datatype === 'FP16' ? new Float64Array(n) : new ARRAY[input.datatype](n));
   let k = 0;
   const put = (v) => {
     if (k >= n) throw bad(`input "${input.name}": "data" holds more than the ${n} elements of shape ${shapeText(input.shape)}`);
@@ -192,10 +196,13 @@ function decodeF16(bits) {
   return sign * (1 + frac / 1024) * 2 ** (exp - 15);
 }
 
+/** An output's `data` as JSON text (non-finite values, which JSON has no numbers for, as null). */
 function jsonData(datatype, data) {
-  if (datatype === 'FP16') return Array.from(data, decodeF16);
-  if (datatype === 'BOOL') return Array.from(data, (v) => v !== 0);
-  return Array.from(data);
+  if (datatype === 'FP16') return JSON.stringify(Array.from(data, decodeF16));
+  if (datatype === 'BOOL') return JSON.stringify(Array.from(data, (v) => v !== 0));
+  // A TypedArray's join writes each number as JSON does, except NaN and Infinity.
+  const text = `[${data.join(',')}]`;
+  return /[NI]/.test(text) ? JSON.stringify(Array.from(data)) : text;
 }
 
 /**
@@ -203,19 +210,21 @@ function jsonData(datatype, data) {
  * follow it (none for an all-JSON response). `tensors` are the run's outputs by index.
  */
 function formatInfer(modelName, version, id, wanted, tensors) {
-  const outputs = [];
+  let outputs = '';
   const chunks = [];
-  for (const { output, binary } of wanted) {
+  for (let i = 0; i < wanted.length; i++) {
+    const { output, binary } = wanted[i];
     const data = tensors[output.index].data;
+    if (i > 0) outputs += ',';
     if (binary) {
-      outputs.push({ name: output.name, datatype: output.datatype, shape: output.shape, parameters: { binary_data_size: data.byteLength } });
+      outputs += `${output.prefix}"parameters":{"binary_data_size":${data.byteLength}}}`;
       chunks.push(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
     } else {
-      outputs.push({ name: output.name, datatype: output.datatype, shape: output.shape, data: jsonData(output.datatype, data) });
+      outputs += `${output.prefix}"data":${jsonData(output.datatype, data)}}`;
     }
   }
-  const response = id === undefined ? { model_name: modelName, model_version: version, outputs } : { model_name: modelName, model_version: version, id, outputs };
-  return { head: JSON.stringify(response), chunks };
+  const idPart = id === undefined ? '' : `"id":${JSON.stringify(id)},`;
+  return { head: `{"model_name":${JSON.stringify(modelName)},"model_version":${JSON.stringify(version)},${idPart}"outputs":[${outputs}]}`, chunks };
 }
 
 module.exports = { DATATYPE, RequestError, signatureOf, parseInfer, formatInfer, decodeF16 };

@@ -10,6 +10,7 @@ const { ModelRepository, LoadError } = require('./repository');
 const { RequestError, parseInfer, formatInfer } = require('./protocol');
 const { createMetrics } = require('./metrics');
 const { ZgcError } = require('../errors');
+const { kInline } = require('../pool');
 const { version: packageVersion } = require('../../package.json');
 
 const DEFAULTS = { maxQueue: 1024, timeoutMs: 30000, maxBody: 64 * 1024 * 1024, pollMs: 2000, offload: 'auto' };
@@ -85,20 +86,18 @@ function readBody(req, maxBody, headerLength) {
       }
       resolve(body);
     };
-    const onAbort = () => {
-      cleanup();
-      reject(new RequestError(0, 'the client went away'));
+    const onClose = () => {
+      if (!req.complete) {
+        cleanup();
+        reject(new RequestError(0, 'the client went away'));
+      }
     };
-    const cleanup = () => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onAbort);
-      req.off('aborted', onAbort);
-    };
+    // Only the data listener needs taking off (a refusal stops reading midway); the others
+    // fire at most once more, on a settled promise.
+    const cleanup = () => req.off('data', onData);
     req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onAbort);
-    req.on('aborted', onAbort);
+    req.once('end', onEnd);
+    req.once('close', onClose);
   });
 }
 
@@ -173,22 +172,10 @@ function createHandler(options) {
       if (state.draining) res.shouldKeepAlive = false;
       if (message !== undefined) fail(res, status, message, headers);
     };
-    try {
-      v = resolveVersion(name, versionText);
-      const encoding = req.headers['content-encoding'];
-      if (encoding !== undefined && encoding !== 'identity') throw new RequestError(400, `Content-Encoding ${encoding} is not supported: send the request uncompressed`);
-      const lengthHeader = req.headers['inference-header-content-length'];
-      let headerLength;
-      if (lengthHeader !== undefined) {
-        headerLength = Number(lengthHeader);
-        if (!Number.isSafeInteger(headerLength) || headerLength < 0) throw new RequestError(400, `Inference-Header-Content-Length must be a non-negative integer, got ${JSON.stringify(lengthHeader)}`);
-      }
-      const body = await readBody(req, config.maxBody, headerLength);
-      if (headerLength !== undefined && headerLength > body.length) throw new RequestError(400, `Inference-Header-Content-Length is ${headerLength}, the body has only ${body.length} bytes`);
-      // Looked up again: a reload may have switched versions while the body arrived.
-      v = resolveVersion(name, versionText);
-      const request = parseInfer(v.signature, body, headerLength === undefined ? body.length : headerLength);
-      const timeoutMs = v.timeoutMs;
+    // A run that waits for a worker: the timeout answers 504 and takes it off the queue; a
+    // client that goes away takes it off too.
+    const offloaded = (version, inputs) => {
+      const timeoutMs = version.timeoutMs;
       controller = new AbortController();
       const onClose = () => {
         if (!answered) {
@@ -206,12 +193,33 @@ function createHandler(options) {
           answer(504, err.message);
         }, timeoutMs);
       }
-      let tensors;
-      try {
-        tensors = await v.pool.run(request.inputs, { signal: controller.signal });
-      } finally {
+      return version.pool.run(inputs, { signal: controller.signal }).finally(() => {
         if (timer !== null) clearTimeout(timer);
         res.off('close', onClose);
+      });
+    };
+    try {
+      v = resolveVersion(name, versionText);
+      const encoding = req.headers['content-encoding'];
+      if (encoding !== undefined && encoding !== 'identity') throw new RequestError(400, `Content-Encoding ${encoding} is not supported: send the request uncompressed`);
+      const lengthHeader = req.headers['inference-header-content-length'];
+      let headerLength;
+      if (lengthHeader !== undefined) {
+        headerLength = Number(lengthHeader);
+        if (!Number.isSafeInteger(headerLength) || headerLength < 0) throw new RequestError(400, `Inference-Header-Content-Length must be a non-negative integer, got ${JSON.stringify(lengthHeader)}`);
+      }
+      const body = await readBody(req, config.maxBody, headerLength);
+      if (headerLength !== undefined && headerLength > body.length) throw new RequestError(400, `Inference-Header-Content-Length is ${headerLength}, the body has only ${body.length} bytes`);
+      // Looked up again: a reload may have switched versions while the body arrived.
+      v = resolveVersion(name, versionText);
+      const request = parseInfer(v.signature, body, headerLength === undefined ? body.length : headerLength);
+      let tensors;
+      if (v.pool[kInline]) {
+        // Settled before run() returns: no timer, no signal, no cancel on close (a signal's
+        // listeners alone cost more than a tiny run).
+        tensors = await v.pool.run(request.inputs);
+      } else {
+        tensors = await offloaded(v, request.inputs);
       }
       if (answered) return;
       const { head, chunks } = formatInfer(v.model.name, v.version, request.id, request.outputs, tensors);
@@ -305,7 +313,8 @@ function createHandler(options) {
     if (p !== '/v2' && !p.startsWith('/v2/')) return next ? next() : fail(res, 404, `no endpoint ${p}`);
     let parts;
     try {
-      parts = p.split('/').map(decodeURIComponent);
+      parts = p.split('/');
+      if (p.includes('%')) parts = parts.map(decodeURIComponent);
     } catch {
       return fail(res, 400, `malformed percent-encoding in ${p}`);
     }

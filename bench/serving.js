@@ -1,0 +1,192 @@
+'use strict';
+
+// The server under HTTP load (autocannon), side by side in one run with its floors: a bare
+// node:http server answering the same bodies with no model, and the hand glue of
+// examples/service.js. Each server is its own process (the load generator has the other core);
+// rounds alternate between contenders and each figure is the median of its rounds.
+//   node bench/serving.js [--quick]
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const autocannon = require('autocannon');
+const { load } = require('..');
+const { fixture } = require('../__test__/fixtures/manifest');
+const { formatNpy } = require('../lib/npy');
+const { buildMlp, weights } = require('../examples/build-mlp');
+const { median } = require('./measure');
+
+const root = path.join(__dirname, '..');
+const N1M = 1 << 20;
+
+/** A bare node:http server: reads the body, then answers `reply` (JSON) or echoes it (binary). */
+const BARE = `
+const http = require('node:http');
+const [mode, reply] = [process.argv[1], process.argv[2]];
+http.createServer((req, res) => {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    const body = Buffer.concat(chunks);
+    if (mode === 'json') {
+      JSON.parse(body.toString());
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(reply) });
+      res.end(reply);
+    } else {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'inference-header-content-length': req.headers['inference-header-content-length'], 'content-length': body.length });
+      res.end(body);
+    }
+  });
+}).listen(0, '127.0.0.1', function () { console.log('listening on http://127.0.0.1:' + this.address().port); });
+`;
+
+const GLUE = `
+const { startService } = require(${JSON.stringify(path.join(root, 'examples', 'service.js'))});
+startService({ port: 0, size: 1 }).then(({ port }) => console.log('listening on http://127.0.0.1:' + port));
+`;
+
+function start(args) {
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], cwd: root });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(out);
+      if (m) resolve({ url: m[1], stop: () => new Promise((r) => (child.once('exit', r), child.kill('SIGTERM'))) });
+    });
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}: ${out}`)));
+  });
+}
+
+function repository() {
+  const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-bench-serve-'));
+  const model = (name, so, config = {}, files = {}) => {
+    fs.mkdirSync(path.join(repo, name, '1'), { recursive: true });
+    fs.copyFileSync(so, path.join(repo, name, '1', 'model.so'));
+    fs.writeFileSync(path.join(repo, name, 'config.json'), JSON.stringify({ instances: 1, ...config }));
+    for (const [f, bytes] of Object.entries(files)) fs.writeFileSync(path.join(repo, name, f), bytes);
+  };
+  model('tiny', fixture('add'));
+  model('big', fixture('add-1m'));
+  const mlp = buildMlp();
+  const rt = load(mlp);
+  const files = {};
+  for (const name of Object.keys(weights)) {
+    const s = rt.sources.find((x) => x.name === name);
+    files[`${name}.npy`] = formatNpy('f32', s.shape, Float32Array.from(weights[name]));
+  }
+  rt.close();
+  model('mlp', mlp, { parameters: Object.fromEntries(Object.keys(weights).map((n) => [n, `${n}.npy`])), outputs: ['logits', 'probs'] }, files);
+  return repo;
+}
+
+function cannon(url, { body, headers, duration }) {
+  return new Promise((resolve, reject) => {
+    autocannon({ url, method: 'POST', body, headers, connections: 32, duration, pipelining: 1 }, (err, r) => {
+      if (err) return reject(err);
+      if (r.non2xx || r.errors) return reject(new Error(`${url}: ${r.non2xx} non-2xx, ${r.errors} errors`));
+      resolve({ rps: r.requests.mean, p50: r.latency.p50, p99: r.latency.p99 });
+    });
+  });
+}
+
+async function post(url, body, headers) {
+  const r = await fetch(url, { method: 'POST', body, headers });
+  if (r.status !== 200) throw new Error(`${url}: ${r.status} ${await r.text()}`);
+  return Buffer.from(await r.arrayBuffer());
+}
+
+async function serving({ quick = false } = {}) {
+  const rounds = quick ? 2 : 3;
+  const duration = quick ? 3 : 5;
+  const repo = repository();
+  const zgc = await start([path.join(root, 'bin', 'zgc-runtime.js'), 'serve', repo, '--port', '0', '--poll-ms', '0', '--max-body', '16m']);
+
+  // The tiny model over JSON.
+  const tinyBody = JSON.stringify({ inputs: [{ name: 'a', datatype: 'FP32', shape: [4], data: [1, 2, 3, 4] }, { name: 'b', datatype: 'FP32', shape: [4], data: [0.5, 0.5, 0.5, 0.5] }] });
+  const tinyReply = (await post(`${zgc.url}/v2/models/tiny/infer`, tinyBody)).toString();
+  if (JSON.parse(tinyReply).outputs[0].data.join() !== '1.5,2.5,3.5,4.5') throw new Error(`tiny: wrong answer ${tinyReply}`);
+  // The 1M-element model over binary data.
+  const a = Float32Array.from({ length: N1M }, (_, k) => (k % 1000) * 0.5);
+  const b = new Float32Array(N1M).fill(1);
+  const head = Buffer.from(JSON.stringify({
+    inputs: [
+      { name: 'a', datatype: 'FP32', shape: [N1M], parameters: { binary_data_size: 4 * N1M } },
+      { name: 'b', datatype: 'FP32', shape: [N1M], parameters: { binary_data_size: 4 * N1M } },
+    ],
+    outputs: [{ name: 'output_0', parameters: { binary_data: true } }],
+  }));
+  const bigBody = Buffer.concat([head, Buffer.from(a.buffer), Buffer.from(b.buffer)]);
+  const bigHeaders = { 'inference-header-content-length': String(head.length), 'content-type': 'application/octet-stream' };
+  const bigReply = await post(`${zgc.url}/v2/models/big/infer`, bigBody, bigHeaders);
+  const n = bigReply.length - 4 * N1M;
+  const got = new Float32Array(bigReply.buffer.slice(bigReply.byteOffset + n, bigReply.byteOffset + bigReply.length));
+  for (let k = 0; k < N1M; k += 4099) if (got[k] !== a[k] + 1) throw new Error(`big: element ${k} is ${got[k]}, expected ${a[k] + 1}`);
+  // The bare server echoes the request body: the same bytes as the model's input, twice its output.
+  const bareJson = await start(['-e', BARE, 'json', tinyReply]);
+  const bareEcho = await start(['-e', BARE, 'binary']);
+  // The MLP through examples/service.js and through the server.
+  const glue = await start(['-e', GLUE]);
+  const x = [0.5, -1, 2, 0.25];
+  const glueBody = JSON.stringify({ x });
+  const mlpBody = JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4], data: x }] });
+  const viaGlue = JSON.parse((await post(`${glue.url}/predict`, glueBody, { 'content-type': 'application/json' })).toString());
+  const viaZgc = JSON.parse((await post(`${zgc.url}/v2/models/mlp/infer`, mlpBody)).toString());
+  if (viaZgc.outputs[1].data.join() !== viaGlue.probs.join()) throw new Error(`mlp: ${viaZgc.outputs[1].data} vs ${viaGlue.probs}`);
+
+  const cases = {
+    tinyZgc: () => cannon(`${zgc.url}/v2/models/tiny/infer`, { body: tinyBody, duration }),
+    tinyBare: () => cannon(bareJson.url, { body: tinyBody, duration }),
+    bigZgc: () => cannon(`${zgc.url}/v2/models/big/infer`, { body: bigBody, headers: bigHeaders, duration }),
+    bigBare: () => cannon(bareEcho.url, { body: bigBody, headers: bigHeaders, duration }),
+    mlpZgc: () => cannon(`${zgc.url}/v2/models/mlp/infer`, { body: mlpBody, duration }),
+    mlpGlue: () => cannon(`${glue.url}/predict`, { body: glueBody, headers: { 'content-type': 'application/json' }, duration }),
+  };
+  const runs = Object.fromEntries(Object.keys(cases).map((k) => [k, []]));
+  for (let r = 0; r < rounds; r++) {
+    for (const [k, fn] of Object.entries(cases)) {
+      process.stderr.write(`serving round ${r + 1}/${rounds}: ${k}\n`);
+      runs[k].push(await fn());
+    }
+  }
+  await Promise.all([zgc, bareJson, bareEcho, glue].map((s) => s.stop()));
+  fs.rmSync(repo, { recursive: true, force: true });
+  const fig = (k) => ({ rps: median(runs[k].map((x) => x.rps)), p50: median(runs[k].map((x) => x.p50)), p99: median(runs[k].map((x) => x.p99)) });
+  const out = Object.fromEntries(Object.keys(cases).map((k) => [k, fig(k)]));
+  out.ratios = {
+    tinyVsBare: out.tinyZgc.rps / out.tinyBare.rps,
+    bigVsBareEcho: out.bigZgc.rps / out.bigBare.rps,
+    mlpVsGlue: out.mlpZgc.rps / out.mlpGlue.rps,
+  };
+  out.method = `autocannon, 32 connections, ${duration} s a round, ${rounds} rounds alternating, medians`;
+  return out;
+}
+
+function reportServing(s) {
+  const row = (name, k) => `| ${name} | ${s[k].rps.toFixed(0)} | ${s[k].p50} ms | ${s[k].p99} ms |`;
+  return [
+    `HTTP serving (${s.method})`,
+    '| server, workload | req/s | p50 | p99 |',
+    '|---|---|---|---|',
+    row('zgc serve, tiny add, JSON', 'tinyZgc'),
+    row('bare node:http, same bodies, no model', 'tinyBare'),
+    row('zgc serve, 1M add, binary', 'bigZgc'),
+    row('bare node:http echoing the same bytes', 'bigBare'),
+    row('zgc serve, MLP, JSON', 'mlpZgc'),
+    row('examples/service.js, MLP, JSON', 'mlpGlue'),
+    '',
+    `tiny: ${s.ratios.tinyVsBare.toFixed(2)}x the bare server (target >= 0.7x); 1M binary: ${s.ratios.bigVsBareEcho.toFixed(2)}x the bare echo (target >= 0.5x); MLP: ${s.ratios.mlpVsGlue.toFixed(2)}x the hand glue`,
+  ].join('\n');
+}
+
+module.exports = { serving, reportServing };
+
+if (require.main === module) {
+  serving({ quick: process.argv.includes('--quick') }).then(
+    (s) => console.log(reportServing(s)),
+    (err) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}

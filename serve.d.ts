@@ -1,0 +1,75 @@
+import type { IncomingMessage, Server, ServerResponse } from 'node:http'
+
+/** Options of `createServer` / `createHandler`; the CLI's flags map onto them. */
+export interface ServeOptions {
+  /** Repository directories (`<repo>/<name>/<version>/model.so`), `name=artifact.so`, `name=modelDir` or `artifact.so`. */
+  models: string | readonly string[]
+  /** Instances per model version, unless the model's config.json sets `instances` (default: one per CPU). */
+  poolSize?: number
+  /** Requests waiting per version before a 503 (default 1024). */
+  maxQueue?: number
+  /** A request not answered by then is a 504; 0: no limit (default 30000). */
+  timeoutMs?: number
+  /** Larger request bodies are a 413 (default 64 MiB). */
+  maxBody?: number
+  /** How often changed model files are looked for and reloaded; 0: never (default 2000). */
+  pollMs?: number
+  /** Default offload policy of the pools (see LoadOptions.offload). */
+  offload?: 'auto' | 'always' | 'never'
+  /** Default deadline of `server.shutdown()` (default 30000). */
+  shutdownTimeoutMs?: number
+  /** Where load, reload and unload lines go (default: nowhere). */
+  log?: (line: string) => void
+}
+
+export type ModelState = 'READY' | 'UNAVAILABLE'
+
+/** One row of POST /v2/repository/index. */
+export interface RepositoryIndexEntry {
+  readonly name: string
+  readonly version?: string
+  readonly state: ModelState
+  readonly reason: string
+}
+
+export declare class LoadError extends Error {}
+
+export declare class ModelRepository {
+  /** (Re)loads a model: new pools first, then the switch; resolves when the old pools are closed. */
+  load(name: string): Promise<void[]>
+  /** Stops serving a model; resolves when its running requests are done and its pools closed. */
+  unload(name: string): Promise<void[]>
+  /** Reloads the models whose files changed since their last load. */
+  poll(): Array<{ name: string; ok: boolean; reason?: string }>
+  index(readyOnly?: boolean): RepositoryIndexEntry[]
+}
+
+/** A request handler for node:http, express (`app.use(handler)`) or fastify (raw request and reply). */
+export interface ServeHandler {
+  (req: IncomingMessage, res: ServerResponse, next?: () => void): void
+  readonly repository: ModelRepository
+  /** Requests being answered now. */
+  readonly active: number
+  /** Readiness turns false and responses close their connections; requests go on. */
+  drain(): void
+  /** Resolves when no inference request is being answered. */
+  idle(): Promise<void>
+  /** Stops polling and closes every pool once its runs are done. */
+  close(): Promise<unknown>
+}
+
+export interface ShutdownResult {
+  /** Every accepted request was answered before the deadline. */
+  readonly drained: boolean
+  readonly unanswered: number
+}
+
+export interface ZgcServer extends Server {
+  readonly zgc: ServeHandler
+  /** Stops accepting, answers what was accepted, closes the pools. */
+  shutdown(options?: { deadlineMs?: number }): Promise<ShutdownResult>
+}
+
+/** A node:http server for the Open Inference Protocol, its models loaded before it returns. */
+export declare function createServer(options: ServeOptions): ZgcServer
+export declare function createHandler(options: ServeOptions): ServeHandler
