@@ -458,3 +458,17 @@ describe('the API: createServer and a handler that mounts in another server', ()
     for (const name of ['broken', 'noparams', 'typo']) fs.rmSync(path.join(repo, name), { recursive: true });
   });
 });
+
+describe('faults mixed into a sustained load (scripts/serve-faults.js, 5 s here)', () => {
+  test('no wrong answer, every accepted request answered, reloads under load, exit 0 on SIGTERM', () => {
+    const r = spawnSync(process.execPath, [path.join(__dirname, '..', 'scripts', 'serve-faults.js'), '--seconds', '5'], { encoding: 'utf8', timeout: 120000 });
+    const figures = JSON.parse(r.stdout.trim().split('\n').pop());
+    expect(figures).toMatchObject({ wrongAnswers: 0, badRequestsOtherwise: 0, unexpected: [], slowAnsweredAfterSigterm: '2/2', exitCode: 0 });
+    expect(figures.answeredRight).toBeGreaterThan(1000);
+    expect(figures.badRequestsAnswered400).toBeGreaterThan(0);
+    expect(figures.clientsGone).toBeGreaterThan(0);
+    expect(figures.modelErrorStatus500).toBeGreaterThan(0);
+    expect(figures.reloads).toBeGreaterThan(0);
+    expect(r.status).toBe(0);
+  }, 150000);
+});

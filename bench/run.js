@@ -35,6 +35,7 @@ const { measure, measureAsync, median } = require('./measure');
 const { bindArtifact } = require('./koffi-binding');
 const { setupOrt } = require('./ort');
 const { services, report } = require('./services');
+const { serving, reportServing } = require('./serving');
 
 let python = null;
 try {
@@ -230,6 +231,8 @@ async function main() {
   }
   process.stderr.write('services\n');
   const svc = await services({ quick, ortSetup });
+  process.stderr.write('serving\n');
+  const http = await serving({ quick });
   const cols = ['floor', 'run', 'into', 'runAsync', 'koffi', 'python'];
   const header = ['workload', ...cols.map((c) => (c === 'floor' ? 'C floor' : c === 'into' ? 'run {into}' : c))];
   const lines = [header];
@@ -250,8 +253,9 @@ async function main() {
   console.log(`\ntiny add: run() is ${ratios.tinyRunVsPython ? ratios.tinyRunVsPython.toFixed(1) : '—'}x faster than the Python reference, ${ratios.tinyRunVsKoffi.toFixed(2)}x faster than koffi`);
   if (ratios.packVsPython) console.log(`packing: set() is ${ratios.packVsPython.toFixed(0)}x faster than the Python reference`);
   console.log(`\n${report(svc)}`);
+  console.log(`\n${reportServing(http)}`);
   const machine = { cpus: os.cpus().length, model: os.cpus()[0].model, node: process.version, platform: `${process.platform}-${process.arch}`, date: new Date().toISOString() };
-  fs.writeFileSync(path.join(__dirname, 'results.json'), `${JSON.stringify({ machine, method: 'median ns per operation over 15 batches of >= 40 ms (Python: 3-15 batches)', workloads: rows, ratios, service: svc }, null, 2)}\n`);
+  fs.writeFileSync(path.join(__dirname, 'results.json'), `${JSON.stringify({ machine, method: 'median ns per operation over 15 batches of >= 40 ms (Python: 3-15 batches)', workloads: rows, ratios, service: svc, serving: http }, null, 2)}\n`);
   console.log(`\nwritten to bench/results.json (${machine.model}, ${machine.cpus} CPUs, Node ${machine.node})`);
 }
 
