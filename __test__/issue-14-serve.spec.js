@@ -261,6 +261,11 @@ describe('what a client library never sends', () => {
     const m = await infer(url, 'solo', mixed.body, mixed.headers);
     expect(Array.from(new Float32Array(new Uint8Array(splitBinary(m).data.output_0).buffer))).toEqual([11, 21, 31, 41]);
 
+    // JSON has no number for NaN or Infinity: such outputs go as null (binary keeps them).
+    const nonFinite = binaryBody({ inputs: header().inputs }, [Float32Array.of(NaN, Infinity, 1, 2), Float32Array.of(1, 1, 1, 1)]);
+    const nf = await infer(url, 'solo', nonFinite.body, nonFinite.headers);
+    expect(nf.json.outputs[0].data).toEqual([null, null, 2, 3]);
+
     const wrong = [
       [binaryBody(header(), [a, b.subarray(0, 3)]), /^input "b": binary_data_size 16 runs past the end of the request's binary data \(12 bytes left\)/],
       [binaryBody({ inputs: [{ name: 'a', datatype: 'FP32', shape: [4], parameters: { binary_data_size: 12 } }, { name: 'b', datatype: 'FP32', shape: [4], parameters: { binary_data_size: 16 } }] }, [a.subarray(0, 3), b]), /^input "a": binary_data_size is 12 bytes, FP32 of shape \[4\] takes 16/],
@@ -471,4 +476,35 @@ describe('faults mixed into a sustained load (scripts/serve-faults.js, 5 s here)
     expect(figures.reloads).toBeGreaterThan(0);
     expect(r.status).toBe(0);
   }, 150000);
+});
+
+describe('the serve command line', () => {
+  const cli = (...args) => spawnSync(process.execPath, [path.join(__dirname, '..', 'bin', 'zgc-runtime.js'), 'serve', ...args], { encoding: 'utf8', timeout: 30000 });
+  test.each([
+    [[], /serve needs at least one model/],
+    [['m.so', '--port', '70000'], /--port must be a port from 0 to 65535, got "70000"/],
+    [['m.so', '--max-body', '2x'], /--max-body must be an integer >= 1 \(bytes, or with a k, m or g suffix\), got "2x"/],
+    [['m.so', '--pool-size=0'], /--pool-size must be an integer >= 1, got "0"/],
+    [['m.so', '--timeout-ms'], /--timeout-ms needs a value/],
+    [['m.so', '--ports', '1'], /serve does not take "--ports"/],
+  ])('exit 2 for %j', (args, message) => {
+    const r = cli(...args);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(message);
+  });
+
+  test('exit 1 naming a model that cannot be found or loaded', () => {
+    const missing = cli('/nonexistent/model.so', '--port', '0');
+    expect([missing.status, missing.stderr]).toEqual([1, expect.stringMatching(/model "\/nonexistent\/model.so": cannot find \/nonexistent\/model.so \(ENOENT\)/)]);
+    const bad = cli(`bad=${fixture('malformed-dtype')}`, '--port', '0');
+    expect([bad.status, bad.stderr]).toEqual([1, expect.stringMatching(/model "bad": .*source #0 "a": unknown dtype 9/)]);
+  });
+
+  test('--max-body takes k, m and g suffixes', async () => {
+    const server = await startServer([`m=${fixture('add')}`, '--max-body', '1k', '--pool-size', '1']);
+    const r = await infer(server.url, 'm', JSON.stringify({ inputs: [], pad: 'x'.repeat(1100) }));
+    expect([r.status, r.json.error]).toEqual([413, expect.stringMatching(/limit of 1024 bytes/)]);
+    server.child.kill('SIGINT');
+    expect(await exited(server.child)).toBe(0);
+  });
 });

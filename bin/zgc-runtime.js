@@ -4,7 +4,7 @@
 // npx zgc-runtime inspect|run|bench <artifact> ... | build-from-source: see `zgc-runtime --help`.
 const fs = require('node:fs');
 const path = require('node:path');
-const { parseNpy, formatNpy, NpyError, ARRAYS } = require('../lib/npy');
+const { parseNpy, formatNpy, NpyError, ARRAYS, decodeF16 } = require('../lib/npy');
 const { ZgcError } = require('../lib/errors');
 
 const USAGE = `usage: zgc-runtime <command> <artifact> [options]
@@ -140,15 +140,6 @@ function serve(options) {
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   return undefined;
-}
-
-function decodeF16(bits) {
-  const sign = bits & 0x8000 ? -1 : 1;
-  const exp = (bits >> 10) & 0x1f;
-  const frac = bits & 0x3ff;
-  if (exp === 0) return sign * frac * 2 ** -24;
-  if (exp === 31) return frac ? NaN : sign * Infinity;
-  return sign * (1 + frac / 1024) * 2 ** (exp - 15);
 }
 
 /** `name=file.npy` or `name=1,2,3` for one source. */

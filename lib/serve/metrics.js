@@ -8,6 +8,20 @@ const client = require('prom-client');
 
 const OUTCOMES = ['success', 'bad_request', 'not_found', 'not_ready', 'too_large', 'queue_full', 'timeout', 'model_error', 'canceled'];
 
+const DURATION_BOUNDS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/** A histogram's exposition lines: cumulative buckets (per-bucket `counts`, then above the last bound), sum, count. */
+function bucketLines(values, name, labels, bounds, counts, sum, count) {
+  let cumulative = 0;
+  for (let i = 0; i < bounds.length; i++) {
+    cumulative += counts[i];
+    values.push({ metricName: `${name}_bucket`, labels: { ...labels, le: bounds[i] }, value: cumulative });
+  }
+  values.push({ metricName: `${name}_bucket`, labels: { ...labels, le: '+Inf' }, value: count });
+  values.push({ metricName: `${name}_sum`, labels, value: sum });
+  values.push({ metricName: `${name}_count`, labels, value: count });
+}
+
 const keyOf = (model, version) => `${model}\u0000${version}`;
 
 function mergeHistograms(a, b) {
@@ -32,14 +46,7 @@ function nativeHistogram(registry, name, help, field, repository, retired) {
       }
       const values = [];
       for (const { labels, h } of series.values()) {
-        let cumulative = 0;
-        h.boundsMs.forEach((le, i) => {
-          cumulative += h.counts[i];
-          values.push({ metricName: `${name}_bucket`, labels: { ...labels, le: le / 1000 }, value: cumulative });
-        });
-        values.push({ metricName: `${name}_bucket`, labels: { ...labels, le: '+Inf' }, value: h.count });
-        values.push({ metricName: `${name}_sum`, labels, value: h.sumMs / 1000 });
-        values.push({ metricName: `${name}_count`, labels, value: h.count });
+        bucketLines(values, name, labels, h.boundsMs.map((ms) => ms / 1000), h.counts, h.sumMs / 1000, h.count);
       }
       return { name, help, type: 'histogram', values, aggregator: 'sum' };
     },
@@ -50,21 +57,31 @@ function nativeHistogram(registry, name, help, field, repository, retired) {
 function createMetrics(repository) {
   const registry = new client.Registry();
   client.collectDefaultMetrics({ register: registry });
-  const requests = new client.Counter({
+  // Request counts and durations are kept in plain arrays and read at scrape time: a
+  // prom-client observe hashes its labels and costs a tiny infer's worth of time.
+  const requests = new Map();
+  const durations = new Map();
+  registry.registerMetric({
     name: 'zgc_inference_requests_total',
     help: 'Inference requests by model, version and outcome',
-    labelNames: ['model', 'version', 'outcome'],
-    registers: [registry],
+    type: 'counter',
+    aggregator: 'sum',
+    get() {
+      const values = [...requests.values()].map((r) => ({ labels: r.labels, value: r.count }));
+      return { name: this.name, help: this.help, type: 'counter', values, aggregator: 'sum' };
+    },
   });
-  const duration = new client.Histogram({
+  registry.registerMetric({
     name: 'zgc_request_duration_seconds',
     help: 'Inference request time, from its first byte to its response',
-    labelNames: ['model'],
-    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [registry],
+    type: 'histogram',
+    aggregator: 'sum',
+    get() {
+      const values = [];
+      for (const [model, h] of durations) bucketLines(values, this.name, { model }, DURATION_BOUNDS, h.counts, h.sum, h.count);
+      return { name: this.name, help: this.help, type: 'histogram', values, aggregator: 'sum' };
+    },
   });
-  const counters = new Map();
-  const durations = new Map();
   // Histograms of pools already switched out, merged per model and version.
   const retired = new Map();
   const figures = (name, help, pick) =>
@@ -102,14 +119,17 @@ function createMetrics(repository) {
     active,
     /** One finished inference request. */
     count(model, version, outcome, seconds) {
-      // Children per label set, kept: prom-client hashes the labels on every unbound call.
       const key = `${model}\u0000${version}\u0000${outcome}`;
-      let counter = counters.get(key);
-      if (counter === undefined) counters.set(key, (counter = requests.labels({ model, version, outcome })));
-      counter.inc();
-      let timer = durations.get(model);
-      if (timer === undefined) durations.set(model, (timer = duration.labels({ model })));
-      timer.observe(seconds);
+      let r = requests.get(key);
+      if (r === undefined) requests.set(key, (r = { labels: { model, version, outcome }, count: 0 }));
+      r.count++;
+      let h = durations.get(model);
+      if (h === undefined) durations.set(model, (h = { counts: new Float64Array(DURATION_BOUNDS.length + 1), sum: 0, count: 0 }));
+      let b = 0;
+      while (b < DURATION_BOUNDS.length && seconds > DURATION_BOUNDS[b]) b++;
+      h.counts[b]++;
+      h.sum += seconds;
+      h.count++;
     },
     text: () => registry.metrics(),
     contentType: registry.contentType,

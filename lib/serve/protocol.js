@@ -4,6 +4,8 @@
 // checked against a model's signature and turned into run inputs, and run outputs into a
 // response, as JSON numbers or as the binary tensor data extension's raw bytes.
 
+const { decodeF16 } = require('../npy');
+
 const DATATYPE = { f32: 'FP32', f16: 'FP16', i8: 'INT8', bool: 'BOOL' };
 const ARRAY = { FP32: Float32Array, FP16: Uint16Array, INT8: Int8Array, BOOL: Uint8Array };
 const F16_MAX_FINITE_ROUNDING = 65520; // values from here on round to infinity in binary16
@@ -187,22 +189,18 @@ function requested(sig, outputs, binaryOutput) {
   });
 }
 
-function decodeF16(bits) {
-  const exp = (bits >> 10) & 0x1f;
-  const frac = bits & 0x3ff;
-  const sign = bits & 0x8000 ? -1 : 1;
-  if (exp === 0) return sign * frac * 2 ** -24;
-  if (exp === 31) return frac ? NaN : sign * Infinity;
-  return sign * (1 + frac / 1024) * 2 ** (exp - 15);
-}
-
 /** An output's `data` as JSON text (non-finite values, which JSON has no numbers for, as null). */
 function jsonData(datatype, data) {
   if (datatype === 'FP16') return JSON.stringify(Array.from(data, decodeF16));
   if (datatype === 'BOOL') return JSON.stringify(Array.from(data, (v) => v !== 0));
-  // A TypedArray's join writes each number as JSON does, except NaN and Infinity.
-  const text = `[${data.join(',')}]`;
-  return /[NI]/.test(text) ? JSON.stringify(Array.from(data)) : text;
+  // Numbers written as JSON writes them; JSON has none for NaN and Infinity, which go as null.
+  let text = '[';
+  for (let i = 0; i < data.length; i++) {
+    const v = data[i];
+    if (v !== v || v === Infinity || v === -Infinity) return JSON.stringify(Array.from(data));
+    text += i === 0 ? `${v}` : `,${v}`;
+  }
+  return `${text}]`;
 }
 
 /**
@@ -227,4 +225,4 @@ function formatInfer(modelName, version, id, wanted, tensors) {
   return { head: `{"model_name":${JSON.stringify(modelName)},"model_version":${JSON.stringify(version)},${idPart}"outputs":[${outputs}]}`, chunks };
 }
 
-module.exports = { DATATYPE, RequestError, signatureOf, parseInfer, formatInfer, decodeF16 };
+module.exports = { DATATYPE, RequestError, signatureOf, parseInfer, formatInfer };

@@ -266,6 +266,8 @@ function createHandler(options) {
       }
     } finally {
       metrics.count(name, v === undefined ? '' : v.version, outcome, Number(process.hrtime.bigint() - started) / 1e9);
+      // Answered (or given up by its client): the response is written, the run is over.
+      settle();
     }
   }
 
@@ -296,12 +298,7 @@ function createHandler(options) {
     const q = url.indexOf('?');
     const p = q < 0 ? url : url.slice(0, q);
     const method = req.method;
-    const want = (m) => {
-      if (method === m || (m === 'GET' && method === 'HEAD')) return true;
-      req.resume();
-      fail(res, 405, `${method} ${p}: use ${m}`, { allow: m === 'GET' ? 'GET, HEAD' : m });
-      return false;
-    };
+    const want = (m) => allowed(req, res, p, m);
     if (p === '/metrics') {
       if (!want('GET')) return;
       metrics.text().then((text) => {
@@ -319,7 +316,7 @@ function createHandler(options) {
       return fail(res, 400, `malformed percent-encoding in ${p}`);
     }
     // ['', 'v2', ...]
-    const [, , area, a, b, c, d, e] = parts;
+    const [, , area, a, b, c] = parts;
     if (area === undefined || (area === '' && parts.length === 3)) {
       if (!want('GET')) return;
       return send(res, 200, { name: 'zgc-runtime', version: packageVersion, extensions: EXTENSIONS });
@@ -332,7 +329,7 @@ function createHandler(options) {
     }
     if (area === 'models' && a !== undefined && a !== '') {
       let versionText;
-      let rest = [b, c, d, e].filter((x) => x !== undefined);
+      let rest = parts.length === 4 ? [] : parts.slice(4);
       if (rest[0] === 'versions') {
         versionText = rest[1];
         if (versionText === undefined || versionText === '') return fail(res, 404, `no endpoint ${p}`);
@@ -342,7 +339,6 @@ function createHandler(options) {
       if (endpoint === 'infer') {
         if (!want('POST')) return;
         state.active++;
-        res.once('close', settle);
         return void infer(req, res, a, versionText, process.hrtime.bigint());
       }
       if (endpoint === 'metadata' || endpoint === 'ready' || endpoint === 'config') {
@@ -408,6 +404,15 @@ function createHandler(options) {
   return handler;
 }
 
+/** Whether the request's method is `m` (HEAD counts as GET); else answers 405. */
+function allowed(req, res, p, m) {
+  const method = req.method;
+  if (method === m || (m === 'GET' && method === 'HEAD')) return true;
+  req.resume();
+  fail(res, 405, `${method} ${p}: use ${m}`, { allow: m === 'GET' ? 'GET, HEAD' : m });
+  return false;
+}
+
 function readJson(req) {
   return new Promise((resolve, reject) => {
     const chunks = [];
@@ -439,14 +444,15 @@ function createServer(options = {}) {
     if (shutting) return shutting;
     handler.drain();
     shutting = new Promise((resolve) => {
-      server.close();
+      // Connections close as their last responses are written (they go out with Connection: close).
+      const closed = new Promise((r) => server.close(() => r()));
       server.closeIdleConnections();
       let timer;
       const deadline = new Promise((r) => {
         timer = setTimeout(() => r(false), deadlineMs);
         timer.unref();
       });
-      Promise.race([handler.idle().then(() => true), deadline]).then(async (drained) => {
+      Promise.race([Promise.all([handler.idle(), closed]).then(() => true), deadline]).then(async (drained) => {
         clearTimeout(timer);
         const unanswered = handler.active;
         if (!drained) server.closeAllConnections();
