@@ -453,6 +453,48 @@ describe('the API: createServer and a handler that mounts in another server', ()
     await expect(server.shutdown({ deadlineMs: 5000 })).resolves.toEqual({ drained: true, unanswered: 0 });
   });
 
+  test.each(['express', 'fastify'])('the handler mounted in %s serves infers, metrics and leaves the app its routes', async (framework) => {
+    const handler = createHandler({ models: [`m=${fixture('add')}`], poolSize: 1, pollMs: 0 });
+    let close;
+    let port;
+    if (framework === 'express') {
+      const app = require('express')();
+      app.get('/app', (req, res) => res.send('app route'));
+      app.use(handler);
+      const server = await new Promise((r) => {
+        const s = app.listen(0, '127.0.0.1', () => r(s));
+      });
+      port = server.address().port;
+      close = () => new Promise((r) => server.close(r));
+    } else {
+      const app = require('fastify')();
+      app.get('/app', async () => 'app route');
+      // In onRequest, before fastify reads the body: the handler reads it itself.
+      app.addHook('onRequest', (req, reply, done) => {
+        if (req.url.startsWith('/v2') || req.url === '/metrics') {
+          reply.hijack();
+          handler(req.raw, reply.raw);
+        } else {
+          done();
+        }
+      });
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      port = app.server.address().port;
+      close = () => app.close();
+    }
+    const url = `http://127.0.0.1:${port}`;
+    expect((await request(`${url}/app`, { method: 'GET' })).body.toString()).toBe('app route');
+    const body = { inputs: [tensor('a', 'FP32', [4], [1, 2, 3, 4]), tensor('b', 'FP32', [4], [4, 3, 2, 1])] };
+    const r = await infer(url, 'm', body, { 'content-type': 'application/json' });
+    expect([r.status, r.json.outputs[0].data]).toEqual([200, [5, 5, 5, 5]]);
+    const bad = await infer(url, 'm', { inputs: [] }, { 'content-type': 'application/json' });
+    expect([bad.status, bad.json.error]).toEqual([400, expect.stringMatching(/input "a", "b" are missing/)]);
+    const metrics = (await request(`${url}/metrics`, { method: 'GET' })).body.toString();
+    expect(metrics).toMatch(/^zgc_inference_requests_total\{model="m",version="1",outcome="success"\} 1$/m);
+    await close();
+    await handler.close();
+  });
+
   test('a model that cannot load is refused at start, naming the model and the rule', () => {
     const dir = writeModel(repo, 'broken', { 1: 'dtypes' }, { parameters: { wt: 'missing.npy' } });
     expect(() => createHandler({ models: [`broken=${dir}`], pollMs: 0 })).toThrow(/model "broken": parameter file "missing.npy" not found/);
