@@ -1,0 +1,191 @@
+'use strict';
+
+// lib/serve/protocol.js in process: the request rules and response shapes of the Open
+// Inference Protocol, one rule at a time (the HTTP spec covers them end to end).
+
+const { load } = require('..');
+const { signatureOf, parseInfer, formatInfer, RequestError } = require('../lib/serve/protocol');
+const { fixture } = require('./fixtures/manifest');
+const { f16Bits } = require('./helpers');
+
+let dtypes;
+let add;
+beforeAll(() => {
+  const d = load(fixture('dtypes'));
+  dtypes = signatureOf(d, ['o0', 'o1', 'o2', 'o3', 'o4', 'o5']);
+  d.close();
+  const a = load(fixture('add'));
+  add = signatureOf(a);
+  a.close();
+});
+
+const json = (obj) => Buffer.from(JSON.stringify(obj));
+const parse = (sig, obj) => {
+  const body = json(obj);
+  return parseInfer(sig, body, body.length);
+};
+const refused = (sig, obj) => {
+  try {
+    parse(sig, obj);
+  } catch (err) {
+    expect(err).toBeInstanceOf(RequestError);
+    return [err.status, err.message];
+  }
+  throw new Error('accepted');
+};
+const t = (name, datatype, shape, data) => ({ name, datatype, shape, data });
+const ok4 = [t('a', 'FP32', [4], [1, 2, 3, 4]), t('b', 'FP32', [4], [5, 6, 7, 8])];
+
+test('the signature: INPUT sources only, protocol datatypes, default and configured output names', () => {
+  expect(dtypes.inputs.map((i) => [i.name, i.datatype, i.shape, i.count])).toEqual([
+    ['x', 'FP32', [2, 3], 6],
+    ['h', 'FP16', [4], 4],
+    ['q', 'INT8', [5], 5],
+    ['m', 'BOOL', [5], 5],
+  ]);
+  expect(dtypes.outputs.map((o) => [o.name, o.datatype, o.index])).toEqual([
+    ['o0', 'FP32', 0],
+    ['o1', 'FP16', 1],
+    ['o2', 'INT8', 2],
+    ['o3', 'BOOL', 3],
+    ['o4', 'FP32', 4],
+    ['o5', 'FP32', 5],
+  ]);
+  expect(add.outputs.map((o) => o.name)).toEqual(['output_0']);
+  expect(add.inputList).toBe('a, b');
+});
+
+test('JSON values become the TypedArray of each datatype; FP16 as doubles, BOOL from true/false or 0/1', () => {
+  const r = parse(dtypes, { inputs: [t('x', 'FP32', [2, 3], [1, 2, 3, 4, 5, 6]), t('h', 'FP16', [4], [0.1, 2, 3, 4]), t('q', 'INT8', [5], [-128, 127, 0, 1, -1]), t('m', 'BOOL', [5], [true, false, 1, 0, true])] });
+  expect(r.inputs.x).toBeInstanceOf(Float32Array);
+  expect(r.inputs.h).toBeInstanceOf(Float64Array);
+  expect(r.inputs.h[0]).toBe(0.1);
+  expect(Array.from(r.inputs.q)).toEqual([-128, 127, 0, 1, -1]);
+  expect(Array.from(r.inputs.m)).toEqual([1, 0, 1, 0, 1]);
+  expect(r.id).toBeUndefined();
+  expect(r.outputs.map((o) => [o.output.name, o.binary])).toEqual(dtypes.outputs.map((o) => [o.name, false]));
+});
+
+test('INT8 and FP16 range edges', () => {
+  const at = (q, h) => refused(dtypes, { inputs: [t('x', 'FP32', [2, 3], [1, 2, 3, 4, 5, 6]), t('h', 'FP16', [4], h), t('q', 'INT8', [5], q), t('m', 'BOOL', [5], [0, 0, 0, 0, 0])] });
+  expect(at([-129, 0, 0, 0, 0], [1, 1, 1, 1])[1]).toMatch(/element 0 is -129; INT8 takes integers from -128 to 127/);
+  expect(at([128, 0, 0, 0, 0], [1, 1, 1, 1])[1]).toMatch(/element 0 is 128/);
+  // 65519 rounds to 65504; 65520 rounds to infinity.
+  expect(() => at([0, 0, 0, 0, 0], [65519, -65519, 1, 1])).toThrow('accepted');
+  expect(at([0, 0, 0, 0, 0], [1, -65520, 1, 1])[1]).toMatch(/element 1 is -65520, beyond FP16's largest finite value 65504/);
+  expect(at([0, 0, 0, 0, 0], [1, 1, true, 1])[1]).toMatch(/element 2 is true; FP16 takes numbers/);
+  expect(at([0, 0, 0, 0, 0.5], [1, 1, 1, 1])).toEqual([400, 'input "q": element 4 is 0.5; INT8 takes integers from -128 to 127']);
+});
+
+test('nesting: rows as the shape has them; too deep, too shallow or ragged is refused with the axis', () => {
+  const x = (data) => ({ inputs: [t('x', 'FP32', [2, 3], data)] });
+  expect(refused(dtypes, x([[1, 2, 3], [4, 5]]))[1]).toBe('input "x": nested "data" does not match shape [2,3] at axis 1 (expected 3 entries, got 2)');
+  expect(refused(dtypes, x([[1, 2, 3], 4]))[1]).toBe('input "x": nested "data" does not match shape [2,3] at axis 1 (expected 3 entries, got 4)');
+  expect(refused(dtypes, x([[[1], [2], [3]], [[4], [5], [6]]]))[1]).toMatch(/element 0 is an array; FP32 takes numbers/);
+  expect(refused(dtypes, x([1, 2, 3, 4, 5, 6, 7]))[1]).toBe('input "x": "data" has 7 elements, shape [2,3] takes 6');
+  expect(refused(dtypes, x('123456'))[1]).toBe('input "x": "data" must be an array, got "123456"');
+});
+
+test('a rank-0 input takes a bare value or a one-element array', () => {
+  const s = load(fixture('status'));
+  const sig = signatureOf(s);
+  s.close();
+  const inputs = (v) => ({ inputs: [t('run_status', 'INT8', [], v), t('copy_status', 'INT8', [], [0]), t('bind_status', 'INT8', [], 0), t('buf', 'FP32', [2], [1, 2])] });
+  expect(Array.from(parse(sig, inputs(3)).inputs.run_status)).toEqual([3]);
+  expect(Array.from(parse(sig, inputs([3])).inputs.run_status)).toEqual([3]);
+  expect(refused(sig, inputs([3, 4]))[1]).toBe('input "run_status": "data" has 2 elements, shape [] takes 1');
+});
+
+test('shape and datatype rules', () => {
+  expect(refused(add, { inputs: [t('a', 'FP32', [4, 1], [1, 2, 3, 4]), ok4[1]] })[1]).toBe('input "a": shape [4,1] given, the model takes [4]');
+  expect(refused(add, { inputs: [t('a', 'FP32', [-4], [1, 2, 3, 4]), ok4[1]] })[1]).toBe('input "a": "shape" must be an array of non-negative integers, got [-4]');
+  expect(refused(add, { inputs: [t('a', 'FP32', '4', [1, 2, 3, 4]), ok4[1]] })[1]).toBe('input "a": "shape" must be an array of integers, got "4"');
+  expect(refused(add, { inputs: [t('a', 'FP64', [4], [1, 2, 3, 4]), ok4[1]] })[1]).toBe('input "a": datatype "FP64" given, the model takes FP32');
+  expect(refused(add, { inputs: [{ name: 3 }, ok4[1]] })[1]).toBe('inputs[0]: "name" must be a string, got 3');
+  expect(refused(add, { inputs: [null] })[1]).toBe('inputs[0] must be a tensor object, got null');
+  expect(refused(add, [1])[1]).toBe('the request must be a JSON object, got an array');
+  expect(refused(add, { inputs: [] })[1]).toBe('input "a", "b" are missing (the model takes a, b)');
+});
+
+test('requested outputs: by name, once each; binary per output overrides the request default', () => {
+  const r = parse(dtypes, {
+    id: 'r"1',
+    inputs: [t('x', 'FP32', [2, 3], [1, 2, 3, 4, 5, 6]), t('h', 'FP16', [4], [1, 2, 3, 4]), t('q', 'INT8', [5], [1, 2, 3, 4, 5]), t('m', 'BOOL', [5], [1, 0, 1, 0, 1])],
+    outputs: [{ name: 'o3' }, { name: 'o1', parameters: { binary_data: false } }, { name: 'o0', parameters: { binary_data: true } }],
+    parameters: { binary_data_output: true },
+  });
+  expect(r.id).toBe('r"1');
+  expect(r.outputs.map((o) => [o.output.name, o.binary])).toEqual([
+    ['o3', true],
+    ['o1', false],
+    ['o0', true],
+  ]);
+  const base = { inputs: ok4 };
+  expect(refused(add, { ...base, outputs: 'output_0' })[1]).toBe('"outputs" must be an array of requested outputs, got "output_0"');
+  expect(refused(add, { ...base, outputs: [{ name: 'output_0' }, { name: 'output_0' }] })[1]).toBe('output "output_0" is requested twice');
+  expect(refused(add, { ...base, outputs: ['output_0'] })[1]).toBe('outputs[0]: the model has no output "output_0" (its outputs: output_0)');
+});
+
+test('binary inputs: views of the body where aligned, copies where not, and each size rule', () => {
+  const head = Buffer.from(JSON.stringify({
+    inputs: [
+      { name: 'a', datatype: 'FP32', shape: [4], parameters: { binary_data_size: 16 } },
+      { name: 'b', datatype: 'FP32', shape: [4], parameters: { binary_data_size: 16 } },
+    ],
+  }));
+  for (const start of [0, 1, 2, 4]) {
+    const buf = new Uint8Array(new ArrayBuffer(start + head.length + 32));
+    const body = buf.subarray(start);
+    body.set(head);
+    const values = new Float32Array([1, 2, 3, 4, 5, 6, 7, 8]);
+    body.set(new Uint8Array(values.buffer), head.length);
+    const r = parseInfer(add, body, head.length);
+    expect(Array.from(r.inputs.a)).toEqual([1, 2, 3, 4]);
+    expect(Array.from(r.inputs.b)).toEqual([5, 6, 7, 8]);
+    const aligned = (start + head.length) % 4 === 0;
+    expect(r.inputs.a.buffer === buf.buffer).toBe(aligned);
+  }
+  const withSize = (size, extra = {}) => Buffer.from(JSON.stringify({ inputs: [{ name: 'a', datatype: 'FP32', shape: [4], parameters: { binary_data_size: size }, ...extra }, ok4[1]] }));
+  for (const [size, message] of [
+    [-1, 'input "a": binary_data_size must be a non-negative integer, got -1'],
+    [1.5, 'input "a": binary_data_size must be a non-negative integer, got 1.5'],
+    ['16', 'input "a": binary_data_size must be a non-negative integer, got "16"'],
+  ]) {
+    const h = withSize(size);
+    expect(() => parseInfer(add, h, h.length)).toThrow(message);
+  }
+  const both = withSize(16, { data: [1, 2, 3, 4] });
+  expect(() => parseInfer(add, Buffer.concat([both, Buffer.alloc(16)]), both.length)).toThrow('input "a": has both "data" and binary_data_size');
+});
+
+test('responses: JSON numbers (FP16 decoded, BOOL as booleans), binary outputs as views in order, id escaped', () => {
+  const wanted = [
+    { output: dtypes.outputs[0], binary: false },
+    { output: dtypes.outputs[1], binary: false },
+    { output: dtypes.outputs[3], binary: false },
+    { output: dtypes.outputs[2], binary: true },
+  ];
+  const tensors = [
+    { data: Float32Array.of(0.5, -1, 2, 3, 4, 5) },
+    { data: Uint16Array.from([1.5, -0.25, 65504, 0], f16Bits) },
+    { data: Int8Array.of(-128, 127, 0, 1, -1) },
+    { data: Uint8Array.of(1, 0, 1, 1, 0) },
+  ];
+  const { head, chunks } = formatInfer('dt"s', '3', 'a\\b', wanted, tensors);
+  expect(JSON.parse(head)).toEqual({
+    model_name: 'dt"s',
+    model_version: '3',
+    id: 'a\\b',
+    outputs: [
+      { name: 'o0', datatype: 'FP32', shape: [2, 3], data: [0.5, -1, 2, 3, 4, 5] },
+      { name: 'o1', datatype: 'FP16', shape: [4], data: [1.5, -0.25, 65504, 0] },
+      { name: 'o3', datatype: 'BOOL', shape: [5], data: [true, false, true, true, false] },
+      { name: 'o2', datatype: 'INT8', shape: [5], parameters: { binary_data_size: 5 } },
+    ],
+  });
+  expect(chunks).toHaveLength(1);
+  expect(chunks[0].buffer).toBe(tensors[2].data.buffer);
+  expect(Array.from(new Int8Array(chunks[0].buffer, chunks[0].byteOffset, 5))).toEqual([-128, 127, 0, 1, -1]);
+  const none = formatInfer('m', '1', undefined, [], []);
+  expect(JSON.parse(none.head)).toEqual({ model_name: 'm', model_version: '1', outputs: [] });
+});
