@@ -595,6 +595,35 @@ mod tests {
         assert_eq!(s.compute_histogram.counts[6], SAMPLES as u64);
     }
 
+    struct NoSink;
+    impl Sink<u32> for NoSink {
+        fn deliver(&self, _batch: Batch<u32>) -> std::result::Result<(), Batch<u32>> {
+            Ok(())
+        }
+        fn snapshot(&self, _core: &Arc<Core>) -> Option<Result<Vec<Temporary>>> {
+            None
+        }
+        fn worker_exit(&self, _lane: usize) {}
+    }
+
+    #[test]
+    fn only_a_run_that_finds_the_queue_empty_and_an_instance_free_measures_a_hop() {
+        // No workers start (`started`): the state is set by hand, as a worker would leave it.
+        let queue: Arc<Queue<u32>> = Queue::new(vec![Weak::new()], Owner::Pool, usize::MAX, Offload::Always);
+        queue.state().started = true;
+        let sink: Arc<dyn Sink<u32>> = Arc::new(NoSink);
+        let idle = |queue: &Arc<Queue<u32>>, token| {
+            queue.submit(token, 0, Vec::new(), false, None, &sink).map_err(|(e, _)| e).unwrap();
+            queue.state().jobs.pop_back().unwrap().found_idle
+        };
+        assert!(idle(&queue, 1), "empty queue, free instance");
+        queue.state().running = 1;
+        assert!(!idle(&queue, 2), "empty queue, but the only instance is busy");
+        queue.state().running = 0;
+        queue.submit(3, 0, Vec::new(), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        assert!(!idle(&queue, 4), "a free instance, but a run is waiting ahead");
+    }
+
     #[test]
     fn inline_runs_count_in_the_stats_and_the_policy() {
         let shared = Shared { policy: Policy::new(Offload::Never), stats: Mutex::new(Stats::default()), waiting: AtomicUsize::new(0) };
