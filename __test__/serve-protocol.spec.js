@@ -189,3 +189,84 @@ test('responses: JSON numbers (FP16 decoded, BOOL as booleans), binary outputs a
   const none = formatInfer('m', '1', undefined, [], []);
   expect(JSON.parse(none.head)).toEqual({ model_name: 'm', model_version: '1', outputs: [] });
 });
+
+test('every refusal of the request header, in process', () => {
+  const m4 = (name, data = [1, 2, 3, 4]) => t(name, 'FP32', [4], data);
+  const cases = [
+    [null, 'the request must be a JSON object, got null'],
+    [5, 'the request must be a JSON object, got 5'],
+    ['x'.repeat(41), `the request must be a JSON object, got "${'x'.repeat(40)}…"`],
+    ['y'.repeat(40), `the request must be a JSON object, got "${'y'.repeat(40)}"`],
+    [{ id: {}, inputs: [] }, '"id" must be a string, got an object'],
+    [{ inputs: [5] }, 'inputs[0] must be a tensor object, got 5'],
+    [{ inputs: 'a' }, '"inputs" must be an array of tensors, got "a"'],
+    [{ inputs: [m4('zz')] }, 'input "zz": the model has no such input (its inputs: a, b)'],
+    [{ inputs: [m4('a'), m4('a')] }, 'input "a" is given twice'],
+    [{ inputs: [m4('a')] }, 'input "b" is missing (the model takes a, b)'],
+    [{ inputs: [m4('a', [1, 2, 3, 1e39]), m4('b')] }, "input \"a\": element 3 is 1e+39, beyond FP32's largest finite value"],
+    [{ inputs: [m4('a', [1, 2, 3, null]), m4('b')] }, 'input "a": element 3 is null; FP32 takes numbers'],
+    [{ inputs: [t('a', 'FP32', [], [1]), m4('b')] }, 'input "a": shape [] given, the model takes [4]'],
+    [{ inputs: [t('a', 'FP32', [0], []), m4('b')] }, 'input "a": shape [0] given, the model takes [4]'],
+    [{ inputs: [t('a', 'FP32', [4, -1], []), m4('b')] }, 'input "a": "shape" must be an array of non-negative integers, got [4,-1]'],
+    [{ inputs: [{ name: 'a', datatype: 'FP32', shape: [4], parameters: null }, m4('b')] }, 'input "a": has neither "data" nor binary_data_size'],
+    [{ inputs: [m4('a', [1, 2, 3]), m4('b')] }, 'input "a": "data" has 3 elements, shape [4] takes 4'],
+    [{ inputs: [m4('a'), m4('b')], outputs: [null] }, 'outputs[0]: the model has no output null (its outputs: output_0)'],
+    [{ inputs: [m4('a'), m4('b')], outputs: [{ name: 5 }] }, 'outputs[0]: the model has no output 5 (its outputs: output_0)'],
+    [{ inputs: [m4('a'), m4('b')], outputs: [{ name: 'o9' }] }, 'outputs[0]: the model has no output "o9" (its outputs: output_0)'],
+  ];
+  for (const [request, message] of cases) expect([request, refused(add, request)]).toEqual([request, [400, message]]);
+  const all = refused(dtypes, { inputs: [t('x', 'FP32', [2, 3], [1, 2, 3, 4, 5, 6]), t('h', 'FP16', [4], [1, 2, 3, 4]), t('q', 'INT8', [5], [1, 2, 3, 4, 5]), t('m', 'BOOL', [5], [0, 1, 2, 0, 1])] });
+  expect(all[1]).toBe('input "m": element 2 is 2; BOOL takes true or false');
+  expect(refused(dtypes, { inputs: [], outputs: [{ name: 'zz' }] })[1]).toBe('input "x", "h", "q", "m" are missing (the model takes x, h, q, m)');
+  expect(refused(dtypes, { inputs: [t('x', 'FP32', [2, 3], [1, 2, 3, 4, 5, 6]), t('h', 'FP16', [4], [1, 2, 3, 4]), t('q', 'INT8', [5], [1, 2, 3, 4, 5]), t('m', 'BOOL', [5], [0, 1, 0, 0, 1])], outputs: [{ name: 'zz' }] })[1]).toBe(
+    'outputs[0]: the model has no output "zz" (its outputs: o0, o1, o2, o3, o4, o5)',
+  );
+});
+
+test('binary data: size rules in process, binary_data_output for all, parameters that are not objects ignored', () => {
+  const body = (inputs, tail, extra = {}) => {
+    const head = Buffer.from(JSON.stringify({ inputs, ...extra }));
+    return [Buffer.concat([head, tail]), head.length];
+  };
+  const bin = (name, size) => ({ name, datatype: 'FP32', shape: [4], parameters: { binary_data_size: size } });
+  const refusedBinary = (inputs, tail, extra) => {
+    const [b, n] = body(inputs, tail, extra);
+    try {
+      parseInfer(add, b, n);
+    } catch (err) {
+      return err.message;
+    }
+    return 'accepted';
+  };
+  expect(refusedBinary([bin('a', 0), bin('b', 16)], Buffer.alloc(16))).toBe('input "a": binary_data_size is 0 bytes, FP32 of shape [4] takes 16');
+  expect(refusedBinary([bin('a', 12), bin('b', 16)], Buffer.alloc(28))).toBe('input "a": binary_data_size is 12 bytes, FP32 of shape [4] takes 16');
+  expect(refusedBinary([bin('a', 16), bin('b', 16)], Buffer.alloc(31))).toBe("input \"b\": binary_data_size 16 runs past the end of the request's binary data (15 bytes left)");
+  expect(refusedBinary([bin('a', 16), bin('b', 16)], Buffer.alloc(33))).toBe("the request has 1 bytes of binary data that no input's binary_data_size accounts for");
+  expect(refusedBinary([bin('a', 16), bin('b', 16)], Buffer.alloc(32))).toBe('accepted');
+  const [b, n] = body([bin('a', 16), { name: 'b', datatype: 'FP32', shape: [4], data: [1, 2, 3, 4], parameters: 'x' }], Buffer.alloc(16), { parameters: { binary_data_output: true } });
+  const r = parseInfer(add, b, n);
+  expect(r.outputs.map((o) => o.binary)).toEqual([true]);
+  expect(Array.from(r.inputs.b)).toEqual([1, 2, 3, 4]);
+  // Only `true` turns binary output on; an output's own setting wins either way.
+  expect(parse(add, { inputs: ok4, parameters: { binary_data_output: 1 } }).outputs[0].binary).toBe(false);
+  expect(parse(add, { inputs: ok4, parameters: null }).outputs[0].binary).toBe(false);
+  expect(parse(add, { inputs: ok4, outputs: [{ name: 'output_0', parameters: null }], parameters: { binary_data_output: true } }).outputs[0].binary).toBe(true);
+  expect(parse(add, { inputs: ok4, outputs: [{ name: 'output_0', parameters: { binary_data: 'yes' } }] }).outputs[0].binary).toBe(false);
+  expect(parse(add, { inputs: ok4, outputs: [{ name: 'output_0', parameters: {} }], parameters: { binary_data_output: true } }).outputs[0].binary).toBe(true);
+  const broken = Buffer.from('{"inputs": [');
+  expect(() => parseInfer(add, broken, broken.length)).toThrow(/^the request header is not JSON: /);
+});
+
+test('non-finite FP32 outputs are null in JSON, each kind of them, wherever they are', () => {
+  const wanted = [{ output: add.outputs[0], binary: false }];
+  for (const bad of [NaN, Infinity, -Infinity]) {
+    for (const at of [0, 3]) {
+      const data = Float32Array.of(1, 2, 3, 4);
+      data[at] = bad;
+      const expected = [1, 2, 3, 4];
+      expected[at] = null;
+      expect(JSON.parse(formatInfer('m', '1', undefined, wanted, [{ data }]).head).outputs[0].data).toEqual(expected);
+    }
+  }
+  expect(formatInfer('m', '1', undefined, wanted, [{ data: Float32Array.of(0.5, -0, 1e-7, 3) }]).head).toContain('"data":[0.5,0,1.0000000116860974e-7,3]');
+});
