@@ -8,6 +8,8 @@ const { NativePool } = require('./native');
 const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
 /** Whether the next run goes inline (settled before run() returns): the server skips its timer then. */
 const kInline = Symbol('zgc.poolInline');
+/** An inline run's tensors now, or undefined where it must queue: the server's tiny-model path, without a promise. */
+const kRunNow = Symbol('zgc.poolRunNow');
 
 /**
  * `size` runtimes of one artifact (one library, separate instances) behind one `run()`. The
@@ -68,6 +70,16 @@ class Pool {
     return statsOf(this.#native.stats());
   }
 
+  /** @internal Throws as run() rejects; undefined when the run cannot go inline now. */
+  [kRunNow](inputs) {
+    if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');
+    if (!this.#inline) return undefined;
+    const ran = this.#runtimes[0][kRunInline](inputs, this.#inlineHandle);
+    if (ran === undefined) return undefined;
+    if (ran.leave) this.#inline = false;
+    return ran.tensors;
+  }
+
   /** Runs once on a free instance. Inputs are copied now, as with `runAsync`. */
   run(inputs, options) {
     try {
@@ -114,4 +126,4 @@ function createPool(artifact, options) {
   return new Pool(artifact, options);
 }
 
-module.exports = { Pool, createPool, kInline };
+module.exports = { Pool, createPool, kInline, kRunNow };

@@ -10,7 +10,7 @@ const { ModelRepository, LoadError } = require('./repository');
 const { RequestError, parseInfer, formatInfer } = require('./protocol');
 const { createMetrics } = require('./metrics');
 const { ZgcError } = require('../errors');
-const { kInline } = require('../pool');
+const { kRunNow } = require('../pool');
 const { version: packageVersion } = require('../../package.json');
 
 const DEFAULTS = { maxQueue: 1024, timeoutMs: 30000, maxBody: 64 * 1024 * 1024, pollMs: 2000, offload: 'auto' };
@@ -213,14 +213,10 @@ function createHandler(options) {
       // Looked up again: a reload may have switched versions while the body arrived.
       v = resolveVersion(name, versionText);
       const request = parseInfer(v.signature, body, headerLength === undefined ? body.length : headerLength);
-      let tensors;
-      if (v.pool[kInline]) {
-        // Settled before run() returns: no timer, no signal, no cancel on close (a signal's
-        // listeners alone cost more than a tiny run).
-        tensors = await v.pool.run(request.inputs);
-      } else {
-        tensors = await offloaded(v, request.inputs);
-      }
+      // A run the pool does inline is over before this returns: no timer, no signal, no
+      // cancel on close, no promise (a signal's listeners alone cost more than a tiny run).
+      let tensors = v.pool[kRunNow](request.inputs);
+      if (tensors === undefined) tensors = await offloaded(v, request.inputs);
       if (answered) return;
       const { head, chunks } = formatInfer(v.model.name, v.version, request.id, request.outputs, tensors);
       answered = true;
