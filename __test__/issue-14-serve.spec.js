@@ -359,6 +359,11 @@ describe('what a client library never sends', () => {
     expect(after).toMatch(/^zgc_runs_in_flight\{model="solo",version="1"\} 0$/m);
     expect(after).toMatch(/^# TYPE zgc_queue_wait_seconds histogram$/m);
     expect(after).toMatch(/^process_resident_memory_bytes \d+/m);
+    // Requests for models that do not exist share one label, however many names are tried.
+    for (let i = 0; i < 3; i++) await infer(url, `nope-${i}`, ok);
+    const unknown = (await request(`${url}/metrics`, { method: 'GET' })).body.toString();
+    expect(unknown).not.toMatch(/nope-/);
+    expect(value(unknown, 'zgc_inference_requests_total{model="_unknown",version="",outcome="not_found"}')).toBeGreaterThanOrEqual(3);
   });
 });
 

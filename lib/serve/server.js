@@ -261,7 +261,9 @@ function createHandler(options) {
         answer(500, `internal error: ${err && err.message}`);
       }
     } finally {
-      metrics.count(name, v === undefined ? '' : v.version, outcome, Number(process.hrtime.bigint() - started) / 1e9);
+      // Names that are no model share one label: a client must not grow the series at will.
+      const label = v !== undefined || repository.models.has(name) ? name : '_unknown';
+      metrics.count(label, v === undefined ? '' : v.version, outcome, Number(process.hrtime.bigint() - started) / 1e9);
       // Answered (or given up by its client): the response is written, the run is over.
       settle();
     }
