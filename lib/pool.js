@@ -6,8 +6,6 @@ const { ZgcError } = require('./errors');
 const { NativePool } = require('./native');
 
 const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
-/** Whether the next run goes inline (settled before run() returns): the server skips its timer then. */
-const kInline = Symbol('zgc.poolInline');
 /** An inline run's tensors now, or undefined where it must queue: the server's tiny-model path, without a promise. */
 const kRunNow = Symbol('zgc.poolRunNow');
 
@@ -60,8 +58,6 @@ class Pool {
   /** Runs executing now (or starting on a free instance). */
   get inFlight() { return this.#native.figures()[0]; }
   get closed() { return this.#closed; }
-  /** @internal */
-  get [kInline]() { return this.#inline; }
   /** The pool's runtimes, for inspection (their metadata is the artifact's). */
   get runtimes() { return this.#runtimes; }
 
@@ -87,14 +83,9 @@ class Pool {
       const signal = options === undefined || options === null ? undefined : options.signal;
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('pool.run option signal must be an AbortSignal');
       if (signal && signal.aborted) throw abortError(signal);
+      const now = this[kRunNow](inputs);
+      if (now !== undefined) return Promise.resolve(now);
       const first = this.#runtimes[0];
-      if (this.#inline) {
-        const ran = first[kRunInline](inputs, this.#inlineHandle);
-        if (ran !== undefined) {
-          if (ran.leave) this.#inline = false;
-          return Promise.resolve(ran.tensors);
-        }
-      }
       return submit(first, this.#native, first.stageInputs(inputs), this.#f16Bits, signal, () => {
         this.#inline = this.#native.inline;
       });
@@ -126,4 +117,4 @@ function createPool(artifact, options) {
   return new Pool(artifact, options);
 }
 
-module.exports = { Pool, createPool, kInline, kRunNow };
+module.exports = { Pool, createPool, kRunNow };
