@@ -26,12 +26,16 @@ class Model {
     this.origin = origin;
     /** version string -> Version, the ones serving now. */
     this.versions = new Map();
-    this.state = 'UNAVAILABLE';
     this.reason = 'not loaded';
     /** What the files looked like at the last load (or failed load), for polling. */
     this.stamp = null;
     /** Unloaded by request: polling leaves it unloaded. */
     this.unloaded = false;
+  }
+
+  /** READY while any version serves: a failed reload leaves the old ones serving. */
+  get state() {
+    return this.versions.size > 0 ? 'READY' : 'UNAVAILABLE';
   }
 
   get latest() {
@@ -49,7 +53,6 @@ class Version {
     this.pool = pool;
     this.signature = signature;
     this.config = config;
-    this.timeoutMs = config.timeoutMs;
   }
 }
 
@@ -287,8 +290,12 @@ class ModelRepository {
     this.scan();
     const model = this.models.get(name);
     if (!model) throw new LoadError(`no model named "${name}" in the repository`);
+    return this.#load(model, this.stampOf(model));
+  }
+
+  /** `load` of a model already found, whose files read `stamp` now. */
+  #load(model, stamp) {
     model.unloaded = false;
-    const stamp = this.stampOf(model);
     const built = [];
     try {
       const config = settle(readConfig(model), this.defaults, model.origin.dir ? path.join(model.origin.dir, 'config.json') : model.name);
@@ -297,12 +304,10 @@ class ModelRepository {
       for (const v of built) v.pool.close();
       model.stamp = stamp;
       model.reason = err.message;
-      if (model.versions.size === 0) model.state = 'UNAVAILABLE';
       throw err instanceof LoadError ? err : new LoadError(err.message);
     }
     const old = [...model.versions.values()];
     model.versions = new Map(built.map((v) => [v.version, v]));
-    model.state = 'READY';
     model.reason = '';
     model.stamp = stamp;
     return this.#retire(old);
@@ -327,7 +332,6 @@ class ModelRepository {
     if (!model) throw new LoadError(`no model named "${name}" in the repository`);
     const old = [...model.versions.values()];
     model.versions = new Map();
-    model.state = 'UNAVAILABLE';
     model.reason = 'unloaded';
     model.unloaded = true;
     return this.#retire(old);
@@ -337,9 +341,9 @@ class ModelRepository {
   loadAll() {
     this.scan();
     if (this.models.size === 0) throw new LoadError(`no models found in ${this.roots.join(', ') || 'the arguments'}`);
-    for (const name of this.models.keys()) {
+    for (const [name, model] of this.models) {
       try {
-        this.load(name);
+        this.#load(model, this.stampOf(model));
       } catch (err) {
         throw new LoadError(`model "${name}": ${err.message}`);
       }
@@ -355,7 +359,7 @@ class ModelRepository {
       const stamp = this.stampOf(model);
       if (stamp === model.stamp) continue;
       try {
-        this.load(model.name);
+        this.#load(model, stamp);
         done.push({ name: model.name, ok: true });
       } catch (err) {
         done.push({ name: model.name, ok: false, reason: err.message });
@@ -389,7 +393,6 @@ class ModelRepository {
     for (const model of this.models.values()) {
       all.push(this.#retire([...model.versions.values()]));
       model.versions = new Map();
-      model.state = 'UNAVAILABLE';
       model.reason = 'server stopped';
     }
     return Promise.all(all);

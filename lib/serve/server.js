@@ -175,7 +175,7 @@ function createHandler(options) {
     // A run that waits for a worker: the timeout answers 504 and takes it off the queue; a
     // client that goes away takes it off too.
     const offloaded = (version, inputs) => {
-      const timeoutMs = version.timeoutMs;
+      const timeoutMs = version.config.timeoutMs;
       controller = new AbortController();
       const onClose = () => {
         if (!answered) {
