@@ -48,6 +48,12 @@ const fail = (res, status, message, headers) => send(res, status, { error: messa
  * The whole body: for a binary request, in one buffer whose binary part starts 8-byte aligned
  * (so its tensors are read in place); for JSON, the received chunk itself where it is one.
  */
+/** `length` bytes whose byte `headerLength` (where binary data starts) is 8-byte aligned. */
+function alignedBody(length, headerLength) {
+  const pad = (8 - (headerLength % 8)) % 8;
+  return new Uint8Array(new ArrayBuffer(length + pad), pad, length);
+}
+
 function readBody(req, maxBody, headerLength) {
   return new Promise((resolve, reject) => {
     const declared = req.headers['content-length'];
@@ -57,8 +63,7 @@ function readBody(req, maxBody, headerLength) {
     let chunks = null;
     let got = 0;
     if (headerLength !== undefined && length >= 0) {
-      const pad = (8 - (headerLength % 8)) % 8;
-      into = new Uint8Array(new ArrayBuffer(length + pad), pad, length);
+      into = alignedBody(length, headerLength);
     } else {
       chunks = [];
     }
@@ -79,8 +84,7 @@ function readBody(req, maxBody, headerLength) {
       let body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, got);
       if (headerLength !== undefined) {
         // Chunked upload of binary data: one copy into an aligned buffer.
-        const pad = (8 - (headerLength % 8)) % 8;
-        const aligned = new Uint8Array(new ArrayBuffer(got + pad), pad, got);
+        const aligned = alignedBody(got, headerLength);
         aligned.set(body);
         body = aligned;
       }
