@@ -240,4 +240,12 @@ mod tests {
         assert!(Binding::from_raw(4).is_none() && Kind::from_raw(0).is_none());
         assert_eq!(DType::F16.item_size(), 2);
     }
+
+    #[test]
+    fn kinds_and_bindings_have_the_names_javascript_shows() {
+        let kinds: Vec<_> = (1..=4).map(|raw| Kind::from_raw(raw).unwrap().as_str()).collect();
+        assert_eq!(kinds, ["input", "parameter", "constant", "state"]);
+        let bindings: Vec<_> = (1..=3).map(|raw| Binding::from_raw(raw).unwrap().as_str()).collect();
+        assert_eq!(bindings, ["owned", "bound", "embedded"]);
+    }
 }

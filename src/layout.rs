@@ -238,6 +238,10 @@ mod tests {
         check(&[3, 40, 33], &[41 * 33, 1, 41], 5, 3 * 41 * 33 + 5);
         check(&[33, 65], &[-1, -40], 40 * 64 + 32, 40 * 65);
         check(&[2, 2, 3, 2], &[12, 6, 1, 3], 0, 24);
+        // Rank 5: three outer axes around the tiled plane, one of them reversed, so the
+        // walk over the planes carries from axis to axis.
+        check(&[2, 3, 2, 4, 5], &[120, 40, 20, 1, 4], 0, 240);
+        check(&[2, 3, 2, 4, 5], &[120, -40, 20, 1, 4], 80, 240);
     }
 
     #[test]
@@ -258,6 +262,9 @@ mod tests {
         }
         assert!(is_one_to_one(&[1024, 1024], &[1, 1040]));
         assert!(is_one_to_one(&[2, 3], &[-3, -1]));
+        // An axis of extent 1 reaches no second element, whatever its stride.
+        assert!(is_one_to_one(&[1, 3, 4], &[0, 1, 3]));
+        assert!(is_one_to_one(&[3, 1], &[1, 0]));
     }
 
     #[test]

@@ -287,4 +287,22 @@ mod tests {
         assert!(rule(validate_storage("p", 64, 0).unwrap_err()).contains("alignment 0"));
         assert!(rule(validate_storage("p", usize::MAX, 64).unwrap_err()).contains("cannot be allocated"));
     }
+
+    #[test]
+    fn counts_up_to_the_limit_are_accepted_and_one_more_is_refused() {
+        assert!(validate_count("p", "source count", MAX_SOURCES, MAX_SOURCES).is_ok());
+        assert!(validate_count("p", "source count", 0, MAX_SOURCES).is_ok());
+        let message = rule(validate_count("p", "source count", MAX_SOURCES + 1, MAX_SOURCES).unwrap_err());
+        assert_eq!(message, format!("source count: count {} exceeds the supported {MAX_SOURCES}", MAX_SOURCES + 1));
+    }
+
+    #[test]
+    fn identity_needs_offset_zero_no_padding_and_c_order_each_on_its_own() {
+        let identity = |t: TensorFields| validate_tensor("a", "s", &t, false).unwrap().is_identity();
+        assert!(identity(tensor(1, &[2, 3], &[3, 1], 0, 6)));
+        // Each condition broken alone, the other two holding.
+        assert!(!identity(tensor(1, &[2, 3], &[3, 1], 1, 7)), "offset");
+        assert!(!identity(tensor(1, &[2, 3], &[3, 1], 0, 7)), "padding after the elements");
+        assert!(!identity(tensor(1, &[2, 3], &[1, 2], 0, 6)), "transposed");
+    }
 }

@@ -21,7 +21,9 @@ fn f32s(out: &OutputData) -> Vec<f32> {
 fn add_runs_many_times_and_from_bytes() {
     let path = build("add", "add.c", &[]);
     let bytes = std::fs::read(&path).unwrap();
-    for artifact in [Artifact::open(&path).unwrap(), Artifact::from_bytes(&bytes, "<bytes>").unwrap()] {
+    for (artifact, shown) in [(Artifact::open(&path).unwrap(), path.as_str()), (Artifact::from_bytes(&bytes, "<bytes>").unwrap(), "<bytes>")] {
+        // The path its errors and JavaScript's `artifact.path` name.
+        assert_eq!(artifact.path(), shown);
         let artifact = Arc::new(artifact);
         let (a, b) = (artifact.source_index("a").unwrap(), artifact.source_index("b").unwrap());
         let mut rt = Instance::new(artifact.clone()).unwrap();

@@ -80,3 +80,28 @@ pub fn check(operation: &'static str, rc: i32) -> Result<(), PtoError> {
         Err(PtoError::Failed { operation, rc })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_names_its_call_its_rc_and_what_kind_of_code_it_is() {
+        let message = |rc| PtoError::Failed { operation: "InitRuntime", rc }.to_string();
+        assert_eq!(message(-1), "InitRuntime failed with rc -1 (the library's own failure code)");
+        assert_eq!(message(1), "InitRuntime failed with rc 1 (a device-runtime error code passed through)");
+        assert_eq!(message(107002), "InitRuntime failed with rc 107002 (a device-runtime error code passed through)");
+        // Neither of the library's two conventions: the bare number.
+        assert_eq!(message(-7), "InitRuntime failed with rc -7");
+    }
+
+    #[test]
+    fn only_library_results_carry_an_rc() {
+        assert_eq!(check("set_device", 0), Ok(()));
+        let failed = check("set_device", 107002).unwrap_err();
+        assert_eq!((failed.rc(), failed.operation(), failed.code()), (Some(107002), "set_device", "ERR_PTO_FAILED"));
+        assert_eq!(PtoError::Validation { rc: 3 }.rc(), Some(3));
+        assert_eq!(PtoError::State { operation: "launch_runtime", detail: String::new() }.rc(), None);
+        assert_eq!(PtoError::Stopped { path: "p.so".into() }.rc(), None);
+    }
+}

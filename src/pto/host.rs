@@ -154,8 +154,7 @@ impl<A: HostApi> Host<A> {
             }
             RuntimeState::Finalized => return Err(finalized(OP)),
         }
-        // An initialised runtime implies a device.
-        params.validate(self.device.unwrap_or(-1))?;
+        params.validate(self.device.expect("an initialised runtime implies a device"))?;
         let slot = self.runtimes.get_mut(&runtime).expect("an initialised runtime has a slot");
         let storage = slot.storage.as_mut().expect("an initialised runtime has storage");
         check(OP, self.api.launch_runtime(storage, params))?;
@@ -345,5 +344,34 @@ mod tests {
         assert_eq!(calls(&host), ["FinalizeRuntime"]);
         assert_eq!(host.drop_runtime(8), None);
         host.initialize(9).unwrap(); // no longer live
+    }
+
+    #[test]
+    fn the_device_and_each_state_are_reported_as_javascript_sees_them() {
+        let mut host = Host::new(Recorder::default());
+        assert_eq!(host.device(), None);
+        host.set_device(5).unwrap();
+        assert_eq!(host.device(), Some(5));
+        let mut names = vec![host.state(1).as_str()];
+        host.initialize(1).unwrap();
+        names.push(host.state(1).as_str());
+        let mut on_device = launch_params();
+        on_device.device_id = 5;
+        host.launch(1, &on_device).unwrap();
+        names.push(host.state(1).as_str());
+        host.finalize(1).unwrap();
+        names.push(host.state(1).as_str());
+        assert_eq!(names, ["created", "initialized", "launched", "finalized"]);
+    }
+
+    #[test]
+    fn a_finalised_runtime_says_so_to_each_call_rather_than_seeming_busy() {
+        let mut host = Host::new(Recorder::default());
+        host.set_device(0).unwrap();
+        host.initialize(1).unwrap();
+        host.finalize(1).unwrap();
+        let finalised = "the runtime was finalised; create a new one".to_string();
+        assert_eq!(host.initialize(1), Err(PtoError::State { operation: "InitRuntime", detail: finalised.clone() }));
+        assert_eq!(host.launch(1, &launch_params()), Err(PtoError::State { operation: "launch_runtime", detail: finalised }));
     }
 }
