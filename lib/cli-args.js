@@ -1,0 +1,123 @@
+'use strict';
+
+// The command line of `npx zgc-runtime` read into options, and `--input` specs into run
+// values: apart from bin/zgc-runtime.js so that they are tested in process, rule by rule.
+
+const fs = require('node:fs');
+const { parseNpy } = require('./npy');
+
+class UsageError extends Error {}
+
+function parseArgs(argv) {
+  const [command, artifact, ...rest] = argv;
+  if (command === undefined || command === '--help' || command === '-h' || command === 'help') return { command: 'help' };
+  if (command === 'serve') return parseServeArgs([artifact, ...rest].filter((a) => a !== undefined));
+  if (command === 'build-from-source') {
+    const extra = [artifact, ...rest].filter((a) => a !== undefined && a !== '--force');
+    if (extra.length > 0) throw new UsageError(`build-from-source does not take ${JSON.stringify(extra[0])} (it takes --force)`);
+    return { command, force: artifact === '--force' || rest.includes('--force') };
+  }
+  if (!['inspect', 'run', 'bench'].includes(command)) throw new UsageError(`unknown command ${JSON.stringify(command)} (inspect, run, bench, serve, build-from-source)`);
+  if (artifact === undefined || artifact.startsWith('--')) throw new UsageError(`${command} needs an artifact path`);
+  const options = { command, artifact, inputs: [], json: false, progress: false };
+  const allowed = { inspect: ['--json'], run: ['--input', '--save', '--json'], bench: ['--runs', '--seconds', '--progress'] }[command];
+  for (let i = 0; i < rest.length; i++) {
+    let arg = rest[i];
+    let value;
+    if (arg.includes('=') && arg.startsWith('--')) [arg, value] = [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)];
+    if (!allowed.includes(arg)) throw new UsageError(`${command} does not take ${JSON.stringify(rest[i])} (it takes ${allowed.join(', ')})`);
+    const needsValue = ['--input', '--save', '--runs', '--seconds'].includes(arg);
+    if (!needsValue && value !== undefined) throw new UsageError(`${arg} takes no value, got ${JSON.stringify(rest[i])}`);
+    if (needsValue && value === undefined) {
+      value = rest[++i];
+      if (value === undefined) throw new UsageError(`${arg} needs a value`);
+    }
+    if (arg === '--json') options.json = true;
+    else if (arg === '--progress') options.progress = true;
+    else if (arg === '--input') options.inputs.push(value);
+    else if (arg === '--save') options.save = value;
+    else if (arg === '--runs' || arg === '--seconds') {
+      const n = Number(value);
+      if (!(n > 0) || (arg === '--runs' && !Number.isInteger(n))) throw new UsageError(`${arg} must be a positive ${arg === '--runs' ? 'integer' : 'number'}, got ${JSON.stringify(value)}`);
+      options[arg.slice(2)] = n;
+    }
+  }
+  return options;
+}
+
+const SERVE_FLAGS = {
+  '--port': 'port',
+  '--host': 'host',
+  '--pool-size': 'poolSize',
+  '--max-queue': 'maxQueue',
+  '--timeout-ms': 'timeoutMs',
+  '--max-body': 'maxBody',
+  '--poll-ms': 'pollMs',
+  '--shutdown-timeout-ms': 'shutdownTimeoutMs',
+};
+
+function parseServeArgs(args) {
+  const options = { command: 'serve', models: [], port: 8000, host: '127.0.0.1' };
+  for (let i = 0; i < args.length; i++) {
+    let arg = args[i];
+    if (!arg.startsWith('--')) {
+      options.models.push(arg);
+      continue;
+    }
+    let value;
+    if (arg.includes('=')) [arg, value] = [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)];
+    const key = SERVE_FLAGS[arg];
+    if (key === undefined) throw new UsageError(`serve does not take ${JSON.stringify(args[i])} (it takes ${Object.keys(SERVE_FLAGS).join(', ')})`);
+    if (value === undefined) {
+      value = args[++i];
+      if (value === undefined) throw new UsageError(`${arg} needs a value`);
+    }
+    if (key === 'host') {
+      options.host = value;
+      continue;
+    }
+    const scale = key === 'maxBody' ? { k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[value.slice(-1).toLowerCase()] : undefined;
+    const digits = scale ? value.slice(0, -1) : value;
+    // Number('') is 0: an empty value (`--poll-ms=`) is a mistake, not a zero.
+    const n = digits.trim() === '' ? NaN : Number(digits) * (scale || 1);
+    const min = key === 'poolSize' || key === 'maxBody' ? 1 : 0;
+    if (!Number.isSafeInteger(n) || n < min || (key === 'port' && n > 65535)) {
+      throw new UsageError(`${arg} must be ${key === 'port' ? 'a port from 0 to 65535' : `an integer >= ${min}${key === 'maxBody' ? ' (bytes, or with a k, m or g suffix)' : ''}`}, got ${JSON.stringify(value)}`);
+    }
+    options[key] = n;
+  }
+  if (options.models.length === 0) throw new UsageError('serve needs at least one model: a repository directory, name=artifact.so or artifact.so');
+  return options;
+}
+
+/** `name=file.npy` or `name=1,2,3` for one source. */
+function readInput(rt, spec) {
+  const eq = spec.indexOf('=');
+  if (eq <= 0) throw new UsageError(`--input ${JSON.stringify(spec)} must be name=file.npy or name=v1,v2,...`);
+  const name = spec.slice(0, eq);
+  const text = spec.slice(eq + 1);
+  const source = rt.sources.find((s) => s.name === name);
+  if (!source) throw new UsageError(`--input ${name}: the artifact has no source named ${JSON.stringify(name)} (its sources: ${rt.sources.map((s) => s.name).join(', ')})`);
+  if (text.endsWith('.npy')) {
+    let bytes;
+    try {
+      bytes = fs.readFileSync(text);
+    } catch (err) {
+      throw new UsageError(`--input ${name}: cannot read ${text}: ${err.code || err.message}`);
+    }
+    const npy = parseNpy(bytes, text);
+    if (npy.dtype !== source.dtype) throw new UsageError(`--input ${name}: ${text} holds ${npy.dtype}, source ${JSON.stringify(name)} is ${source.dtype}`);
+    if (npy.shape.join() !== source.shape.join()) throw new UsageError(`--input ${name}: ${text} has shape (${npy.shape.join(', ')}), source ${JSON.stringify(name)} has shape (${source.shape.join(', ')})`);
+    return [name, npy.data];
+  }
+  const parts = text.split(',').map((s) => s.trim());
+  const values = parts.map((p) => {
+    if (source.dtype === 'bool' && (p === 'true' || p === 'false')) return p === 'true';
+    const n = p === '' ? NaN : Number(p);
+    if (Number.isNaN(n) && p.toLowerCase() !== 'nan') throw new UsageError(`--input ${name}: ${JSON.stringify(p)} is not a number`);
+    return n;
+  });
+  return [name, source.shape.length === 0 && values.length === 1 ? values[0] : values];
+}
+
+module.exports = { UsageError, parseArgs, parseServeArgs, readInput, SERVE_FLAGS };
