@@ -10,7 +10,7 @@ const os = require('node:os');
 const path = require('node:path');
 
 const root = path.join(__dirname, '..');
-const PYTHON = path.join(root, '.venv-ref', 'bin', 'python');
+const { PYTHON } = require('./helpers');
 const validate = (dir) => spawnSync(PYTHON, [path.join(root, 'scripts', 'validate-deploy.py'), dir], { encoding: 'utf8' });
 
 test('every manifest in deploy/ is valid', () => {

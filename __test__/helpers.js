@@ -2,6 +2,7 @@
 
 // Independent reference arithmetic for the tests: nothing here calls the runtime.
 
+const path = require('node:path');
 const { fixture } = require('./fixtures/manifest');
 
 /** A small deterministic generator (mulberry32), so failures reproduce. */
@@ -80,4 +81,7 @@ function randomInts(next, n, lo, hi) {
   return Array.from({ length: n }, () => lo + Math.floor(next() * (hi - lo + 1)));
 }
 
-module.exports = { fixture, rng, f16Bits, f16Value, f16Round, physicalIndex, toPhysical, randomF32, randomInts };
+/** The Python of .venv-ref (scripts/prepare-reference.js): the PyPI peers the tests compare with. */
+const PYTHON = path.join(__dirname, '..', '.venv-ref', 'bin', 'python');
+
+module.exports = { PYTHON, fixture, rng, f16Bits, f16Value, f16Round, physicalIndex, toPhysical, randomF32, randomInts };

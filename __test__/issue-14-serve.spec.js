@@ -13,7 +13,7 @@ const { createServer, createHandler } = require('../serve');
 const { fixture } = require('./fixtures/manifest');
 const { makeRepository, writeModel, startServer, exited } = require('./serve/setup');
 
-const PYTHON = path.join(__dirname, '..', '.venv-ref', 'bin', 'python');
+const { PYTHON } = require('./helpers');
 const hasTritonClient = fs.existsSync(PYTHON) && spawnSync(PYTHON, ['-c', 'import tritonclient.http'], { stdio: 'ignore' }).status === 0;
 
 /** Sends one request; resolves { status, headers, body (Buffer), json }. */

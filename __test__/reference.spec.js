@@ -7,9 +7,8 @@ const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { load } = require('..');
-const { fixture, rng, randomF32, randomInts } = require('./helpers');
+const { PYTHON, fixture, rng, randomF32, randomInts } = require('./helpers');
 
-const PYTHON = path.join(__dirname, '..', '.venv-ref', 'bin', 'python');
 const SCRIPT = path.join(__dirname, 'reference', 'run_reference.py');
 
 function reference(artifact, steps) {
