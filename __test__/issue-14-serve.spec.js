@@ -11,7 +11,7 @@ const path = require('node:path');
 const { load } = require('..');
 const { createServer, createHandler } = require('../serve');
 const { fixture } = require('./fixtures/manifest');
-const { makeRepository, writeModel, startServer, exited } = require('./serve/setup');
+const { makeRepository, writeModel, startServer, listenInProcess, exited } = require('./serve/setup');
 
 const { PYTHON } = require('./helpers');
 const hasTritonClient = fs.existsSync(PYTHON) && spawnSync(PYTHON, ['-c', 'import tritonclient.http'], { stdio: 'ignore' }).status === 0;
@@ -174,12 +174,11 @@ describe('what a client library never sends', () => {
   let server;
   let url;
   beforeAll(async () => {
-    server = await startServer([repo, `solo=${fixture('add')}`, '--max-body', '2k', '--pool-size', '1']);
+    server = await listenInProcess([repo, `solo=${fixture('add')}`, '--max-body', '2k', '--pool-size', '1']);
     url = server.url;
   });
   afterAll(async () => {
-    server.child.kill('SIGTERM');
-    expect(await exited(server.child)).toBe(0);
+    await expect(server.stop()).resolves.toEqual({ drained: true, unanswered: 0 });
   });
 
   test('nested data and a single artifact given as name=path', async () => {
@@ -372,7 +371,7 @@ describe('reloading and shutting down', () => {
     // Outside the shared repository, which the next test serves whole.
     const own = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'zgc-swap-'));
     const dir = writeModel(own, 'swap', { 1: 'add' }, { instances: 2 });
-    const server = await startServer([`swap=${dir}`, '--poll-ms', '50']);
+    const server = await listenInProcess([`swap=${dir}`, '--poll-ms', '50']);
     const body = JSON.stringify({ inputs: [tensor('a', 'FP32', [4], [1, 2, 3, 4]), tensor('b', 'FP32', [4], [1, 1, 1, 1])] });
     const once = [2, 3, 4, 5];
     const thrice = once.map((v) => 3 * v);
@@ -409,8 +408,7 @@ describe('reloading and shutting down', () => {
     expect(index.json).toEqual([{ name: 'swap', version: '1', state: 'READY', reason: '' }]);
     expect(server.stderr()).toMatch(/model "swap" reloaded/);
     expect(server.stderr()).toMatch(/model "swap" failed to reload, still serving what it served: cannot load artifact .*file too short/);
-    server.child.kill('SIGTERM');
-    expect(await exited(server.child)).toBe(0);
+    await expect(server.stop()).resolves.toEqual({ drained: true, unanswered: 0 });
     fs.rmSync(own, { recursive: true });
   }, 30000);
 

@@ -75,10 +75,26 @@ function startServer(args, { env } = {}) {
   });
 }
 
+/**
+ * The same command line served in this process (lib/cli-args.js, then createServer, as the
+ * CLI does): for the tests that need no process of their own, so that what they cover is
+ * visible to coverage and to mutation testing. `stop()` drains as SIGTERM would.
+ */
+async function listenInProcess(args) {
+  const { createServer } = require('../../serve');
+  const { parseServeArgs } = require('../../lib/cli-args');
+  const { command, port, host, ...options } = parseServeArgs(args);
+  let stderr = '';
+  const server = createServer({ ...options, log: (line) => (stderr += `zgc-runtime serve: ${line}\n`) });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${server.address().port}`;
+  return { server, host: '127.0.0.1', port: server.address().port, url, stderr: () => stderr, stop: () => server.shutdown({ deadlineMs: 10000 }) };
+}
+
 /** Resolves with the exit code once the child ends. */
 function exited(child) {
   if (child.exitCode !== null) return Promise.resolve(child.exitCode);
   return new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
 }
 
-module.exports = { makeRepository, writeModel, dtypesParameters, startServer, exited, BIN };
+module.exports = { makeRepository, writeModel, dtypesParameters, startServer, listenInProcess, exited, BIN };
