@@ -35,7 +35,7 @@ function fromArray(source, values) {
       const out = new Int8Array(n);
       for (let i = 0; i < n; i++) {
         const v = values[i];
-        if (typeof v !== 'number' || !Number.isInteger(v) || v < -128 || v > 127) {
+        if (!Number.isInteger(v) || v < -128 || v > 127) {
           throw valueError(source, `element ${i} is ${typeof v === 'number' ? v : describe(v)}; i8 values are integers in -128..127`);
         }
         out[i] = v;
