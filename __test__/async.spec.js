@@ -110,6 +110,50 @@ describe('runAsync', () => {
     rt.close();
   });
 
+  test('an abort reason of your own is what the run rejects with, before and after it is queued', async () => {
+    const rt = slow(60);
+    const busy = rt.runAsync({ x: [1, 1, 1, 1] });
+    const reason = new Error('client went away');
+    const controller = new AbortController();
+    const queued = rt.runAsync({ x: [2, 2, 2, 2] }, { signal: controller.signal }).catch((err) => err);
+    controller.abort(reason);
+    expect(await queued).toBe(reason);
+    await expect(rt.runAsync({ x: [3, 3, 3, 3] }, { signal: controller.signal })).rejects.toBe(reason);
+    await busy;
+    rt.close();
+  });
+
+  test('a settled run leaves no listener on its signal, whether it resolved or rejected', async () => {
+    const { getEventListeners } = require('node:events');
+    const rt = load(fixture('status'), { offload: 'always' });
+    rt.set('copy_status', 0);
+    rt.set('bind_status', 0);
+    rt.set('buf', [1, 2]);
+    const { signal } = new AbortController();
+    const running = rt.runAsync({ run_status: 0 }, { signal });
+    expect(getEventListeners(signal, 'abort').length).toBe(1);
+    await running;
+    expect(getEventListeners(signal, 'abort').length).toBe(0);
+    const failing = rt.runAsync({ run_status: 8 }, { signal }).catch((err) => err);
+    expect(getEventListeners(signal, 'abort').length).toBe(1);
+    expect((await failing).code).toBe('ERR_ZGC_MISSING_BINDING');
+    expect(getEventListeners(signal, 'abort').length).toBe(0);
+    rt.close();
+  });
+
+  test('runAsync checks its arguments as run() does, and null or undefined mean none', async () => {
+    const rt = load(fixture('add'), { offload: 'always' });
+    rt.set('a', [1, 2, 3, 4]);
+    rt.set('b', [1, 1, 1, 1]);
+    for (const call of [() => rt.runAsync(), () => rt.runAsync(null), () => rt.runAsync(undefined, null), () => rt.runAsync({}, {})]) {
+      expect(data((await call())[0])).toEqual([2, 3, 4, 5]);
+    }
+    await expect(rt.runAsync(5)).rejects.toEqual(new TypeError('run inputs must be an object of source names to values, got number'));
+    await expect(rt.runAsync({}, { signal: {} })).rejects.toEqual(new TypeError('runAsync option signal must be an AbortSignal'));
+    rt.close();
+    await expect(rt.runAsync({})).rejects.toMatchObject({ code: 'ERR_ZGC_CLOSED', message: 'runtime is closed' });
+  });
+
   test('close() during a run: the run finishes before deinit, queued runs reject ERR_ZGC_CLOSED', async () => {
     const rt = slow(100);
     const inFlight = rt.runAsync({ x: [3, 3, 3, 3] });

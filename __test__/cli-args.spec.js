@@ -59,6 +59,8 @@ describe('inspect, run, bench and build-from-source', () => {
     [['bench', 'a.so', '--json'], 'bench does not take "--json" (it takes --runs, --seconds, --progress)'],
     [['run', 'a.so', '-j'], 'run does not take "-j" (it takes --input, --save, --json)'],
     [['run', 'a.so', 'extra'], 'run does not take "extra" (it takes --input, --save, --json)'],
+    [['run', 'a.so', 'x=1'], 'run does not take "x=1" (it takes --input, --save, --json)'],
+    [['bench', 'a.so', '-r=2'], 'bench does not take "-r=2" (it takes --runs, --seconds, --progress)'],
     [['run', 'a.so', '--input'], '--input needs a value'],
     [['bench', 'a.so', '--seconds'], '--seconds needs a value'],
     [['inspect', 'a.so', '--json=false'], '--json takes no value, got "--json=false"'],
@@ -119,6 +121,10 @@ describe('serve', () => {
     [['--max-body', '0.3k'], '--max-body must be an integer >= 1 (bytes, or with a k, m or g suffix), got "0.3k"'],
     [['--poll-ms', ' '], `--poll-ms must be ${integer(0)}, got " "`],
     [['--max-body', '1.5'], '--max-body must be an integer >= 1 (bytes, or with a k, m or g suffix), got "1.5"'],
+    // Only --max-body takes a size suffix.
+    [['--port', '8k'], '--port must be a port from 0 to 65535, got "8k"'],
+    [['--pool-size=2k'], `--pool-size must be ${integer(1)}, got "2k"`],
+    [['--timeout-ms', '1m'], `--timeout-ms must be ${integer(0)}, got "1m"`],
     [['--verbose'], 'serve does not take "--verbose" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms)'],
     [['--colour=red'], 'serve does not take "--colour=red" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms)'],
     [['--port'], '--port needs a value'],
@@ -151,6 +157,7 @@ describe('--input values', () => {
     const [, nans] = readInput(rt, 'q=nan,NaN,1');
     expect(nans).toEqual([NaN, NaN, 1]);
     expect(readInput(rt, 'm=true,false,1,0,true')).toEqual(['m', [true, false, 1, 0, true]]);
+    expect(readInput(rt, 'm= true , false')).toEqual(['m', [true, false]]);
     expect(readInput(rt, 's=2.5')).toEqual(['s', 2.5]);
     // Two values for a scalar stay a list: the run then names the size mismatch.
     expect(readInput(rt, 's=1,2')).toEqual(['s', [1, 2]]);
@@ -165,6 +172,7 @@ describe('--input values', () => {
     ['x=1,abc', '--input x: "abc" is not a number'],
     ['q=true', '--input q: "true" is not a number'],
     ['x=', '--input x: "" is not a number'],
+    ['x=1, ,2', '--input x: "" is not a number'],
   ])('%j is refused', (spec, message) => {
     expect(usage(() => readInput(rt, spec))).toBe(message);
   });
@@ -184,6 +192,8 @@ describe('--input values', () => {
     expect(usage(() => readInput(rt, `x=${i8}`))).toBe(`--input x: ${i8} holds i8, source "x" is f32`);
     const flat = file('flat.npy', 'f32', [6], new Float32Array(6));
     expect(usage(() => readInput(rt, `x=${flat}`))).toBe(`--input x: ${flat} has shape (6), source "x" has shape (2, 3)`);
+    const turned = file('turned.npy', 'f32', [3, 2], new Float32Array(6));
+    expect(usage(() => readInput(rt, `x=${turned}`))).toBe(`--input x: ${turned} has shape (3, 2), source "x" has shape (2, 3)`);
     const scalar = file('scalar.npy', 'f32', [], new Float32Array(1));
     expect(Array.from(readInput(rt, `s=${scalar}`)[1])).toEqual([0]);
     expect(usage(() => readInput(rt, `s=${flat}`))).toBe(`--input s: ${flat} has shape (6), source "s" has shape ()`);

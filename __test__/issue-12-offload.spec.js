@@ -201,6 +201,13 @@ describe('pool.stats(): what a service exports', () => {
     expect(stats.queueWaitMs.p99).toBeGreaterThanOrEqual(60);
     expect(stats.queueWaitMs.p50).toBeLessThanOrEqual(stats.queueWaitMs.p99);
     expect(stats.estimatedHopMs).not.toBeNull();
+    // The histograms (for Prometheus) count every completed run, in milliseconds.
+    for (const h of [stats.computeHistogram, stats.queueWaitHistogram]) {
+      expect(h.count).toBe(5);
+      expect(h.counts.reduce((a, b) => a + b, 0)).toBe(5);
+      expect(h.counts.length).toBe(h.boundsMs.length + 1);
+    }
+    expect(stats.computeHistogram.sumMs).toBeGreaterThanOrEqual(5 * 19);
     await pool.close();
   });
 

@@ -67,6 +67,13 @@ describe('load() and what a Runtime tells about its artifact', () => {
     }
   });
 
+  test("'~' alone is the home directory and '' the working directory, as Python's Path.resolve() has them", () => {
+    // Both are directories: dlopen refuses them, and the message shows the path it was given.
+    const refused = (dir) => expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: expect.stringContaining(`cannot load artifact ${fs.realpathSync(dir)}:`) });
+    expect(() => load('~')).toThrow(refused(os.homedir()));
+    expect(() => load('')).toThrow(refused(process.cwd()));
+  });
+
   test('bytes load without leaving a file behind, each load with its own copy', () => {
     const bytes = fs.readFileSync(fixture('add'));
     const tmp = os.tmpdir();
@@ -100,6 +107,11 @@ describe('load() and what a Runtime tells about its artifact', () => {
 
   test('arguments that are neither a path nor bytes are a TypeError', () => {
     for (const bad of [undefined, null, 42, {}, new Float32Array(4)]) expect(() => load(bad)).toThrow(TypeError);
+    const given = (what) => new RegExp(`^load\\(\\) takes a path string or a Uint8Array of library bytes, got ${what}$`);
+    expect(() => load(null)).toThrow(given('null'));
+    expect(() => load(42)).toThrow(given('number'));
+    expect(() => load(undefined)).toThrow(given('undefined'));
+    expect(() => load(fixture('add'), null)).toThrow(new TypeError('load options must be an object'));
     expect(() => load(fixture('add'), { f16: 'half' })).toThrow(/f16 must be 'float32', 'bits' or 'float16', got "half"/);
     expect(() => load(fixture('add'), 'bits')).toThrow(TypeError);
   });
@@ -175,6 +187,14 @@ describe('close() releases the library at once', () => {
       rt.close();
     }
     expect(fds() - before).toBeLessThanOrEqual(0);
+  });
+
+  test('a load whose init fails releases its library at once', () => {
+    const mapped = () => (fs.readFileSync('/proc/self/maps', 'utf8').match(/memfd:zgc-artifact/g) || []).length;
+    const before = mapped();
+    const bytes = fs.readFileSync(fixture('status-init-fails'));
+    for (let i = 0; i < 3; i++) expect(() => load(bytes)).toThrow(expect.objectContaining({ code: 'ERR_ZGC_OUT_OF_MEMORY' }));
+    expect(mapped()).toBe(before);
   });
 
   test('a pool releases the library when its last instance closes, not before', async () => {

@@ -180,6 +180,32 @@ describe('what parseNpy refuses, each naming the file and the rule', () => {
     const spaced = parseNpy(Buffer.concat([header("{'descr' : '|i1', 'fortran_order' : False, 'shape' : ( 2 , ), }\n"), Buffer.from([5, 250])]));
     expect([spaced.dtype, spaced.shape, Array.from(spaced.data)]).toEqual(['i8', [2], [5, -6]]);
   });
+
+  test('headers NumPy also reads: no spaces at all, little-endian one-byte descrs, a 2.0 header past 64 KiB', () => {
+    const header = (text, major = 1) => {
+      const bytes = Buffer.from(text, major === 3 ? 'utf8' : 'latin1');
+      const len = Buffer.alloc(major === 1 ? 2 : 4);
+      if (major === 1) len.writeUInt16LE(bytes.length);
+      else len.writeUInt32LE(bytes.length);
+      return Buffer.concat([Buffer.from([0x93, ...Buffer.from('NUMPY'), major, 0]), len, bytes]);
+    };
+    const tight = parseNpy(Buffer.concat([header("{'descr':'<f4','fortran_order':False,'shape':(2,)}\n"), Buffer.from(Float32Array.from([1.5, -2]).buffer)]));
+    expect([tight.dtype, tight.shape, Array.from(tight.data)]).toEqual(['f32', [2], [1.5, -2]]);
+    // '<i1' and '<b1' are what some writers put for NumPy's '|i1' and '|b1' (np.dtype('<i1').str is '|i1').
+    const i1 = parseNpy(Buffer.concat([header("{'descr': '<i1', 'fortran_order': False, 'shape': (2,), }\n"), Buffer.from([255, 7])]));
+    expect([i1.dtype, Array.from(i1.data)]).toEqual(['i8', [-1, 7]]);
+    const b1 = parseNpy(Buffer.concat([header("{'descr': '<b1', 'fortran_order': False, 'shape': (3,), }\n"), Buffer.from([1, 0, 1])]));
+    expect([b1.dtype, Array.from(b1.data)]).toEqual(['bool', [1, 0, 1]]);
+    // Version 2.0 exists for headers longer than a 16-bit length can say.
+    const long = `{'descr': '|i1', 'fortran_order': False, 'shape': (1,), }${' '.repeat(70000)}\n`;
+    const big = parseNpy(Buffer.concat([header(long, 2), Buffer.from([42])]));
+    expect([big.dtype, big.shape, Array.from(big.data)]).toEqual(['i8', [1], [42]]);
+    // Just the magic, a version and an empty header: a .npy file whose header is broken.
+    expect(refusal(() => parseNpy(header(''), 'h'))).toBe('h: malformed header ""');
+    // Versions 1.0 and 2.0 headers are latin-1, 3.0 headers UTF-8: a refusal quotes the text as written.
+    const descr = (major) => header("{'descr': '\u00e9', 'fortran_order': False, 'shape': (1,), }\n", major);
+    for (const major of [1, 2, 3]) expect(refusal(() => parseNpy(descr(major), 'h'))).toBe("h: dtype '\u00e9' is not one of <f4, <f2, |i1, |b1 (f32, f16, i8, bool)");
+  });
 });
 
 describe('decodeF16', () => {

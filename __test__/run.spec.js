@@ -220,6 +220,9 @@ describe('input errors name the problem and leave the runtime usable', () => {
     ['i8 not an integer', (r) => r.set('q', [1, 2.5, 3, 4, 5]), 'ERR_ZGC_VALUE', /element 1 is 2\.5/],
     ['f32 from a string', (r) => r.set('x', [1, 2, 3, '4', 5, 6]), 'ERR_ZGC_VALUE', /source "x": element 3 is string, expected a number/],
     ['sparse array', (r) => r.set('x', [1, , 3, 4, 5, 6]), 'ERR_ZGC_VALUE', /element 1 is undefined/], // eslint-disable-line no-sparse-arrays
+    ['bind null', (r) => r.bind('wt', null), 'ERR_ZGC_DTYPE', /^source "wt" \(f32\) binds a TypedArray of its physical storage, got null$/],
+    ['bind a number', (r) => r.bind('wt', 5), 'ERR_ZGC_DTYPE', /^source "wt" \(f32\) binds a TypedArray of its physical storage, got number$/],
+    ['bind a DataView', (r) => r.bind('wt', new DataView(new ArrayBuffer(24))), 'ERR_ZGC_DTYPE', /binds a TypedArray of its physical storage, got object$/],
     ['missing binding', (r) => r.run(), 'ERR_ZGC_MISSING_BINDING', /MISSING_BINDING \(status 8\) for unbound source\(s\) "wt", "wp", "wn", "hb", "qb", "mb"/],
   ];
 
@@ -242,6 +245,8 @@ describe('input errors name the problem and leave the runtime usable', () => {
 
   test('errors about one source say which in err.source', () => {
     expect(() => rt.set('x', new Int8Array(6))).toThrow(expect.objectContaining({ source: 'x', code: 'ERR_ZGC_DTYPE' }));
+    expect(() => rt.set('nope', 1)).toThrow(expect.objectContaining({ source: 'nope', code: 'ERR_ZGC_UNKNOWN_SOURCE' }));
+    expect(() => rt.bind('wt', null)).toThrow(expect.objectContaining({ source: 'wt', code: 'ERR_ZGC_DTYPE' }));
   });
 });
 
@@ -256,6 +261,15 @@ describe('lifecycle', () => {
       expect(call).toThrow(expect.objectContaining({ code: 'ERR_ZGC_CLOSED' }));
     }
     expect(rt.sources.length).toBe(2); // metadata stays readable
+  });
+
+  test('a closed runtime says so before it looks at the names it is given', () => {
+    const rt = load(fixture('add'));
+    rt.close();
+    const closed = expect.objectContaining({ code: 'ERR_ZGC_CLOSED', message: 'runtime is closed' });
+    for (const call of [() => rt.set('nope', 1), () => rt.bind('nope', new Float32Array(4)), () => rt.storage('nope'), () => rt.run({ nope: 1 }), () => rt.output(7)]) {
+      expect(call).toThrow(closed);
+    }
   });
 
   test('Symbol.dispose closes', () => {
@@ -275,6 +289,31 @@ describe('lifecycle', () => {
   test('run() rejects inputs that are not an object', () => {
     const rt = load(fixture('add'));
     expect(() => rt.run(5)).toThrow(TypeError);
+    expect(() => rt.run('ab')).toThrow(new TypeError('run() inputs must be an object of source names to values, got string'));
+    rt.close();
+  });
+
+  test('null or undefined inputs and options mean none: the sources keep what they were given', () => {
+    const rt = load(fixture('add'));
+    rt.set('a', [1, 2, 3, 4]);
+    rt.set('b', [10, 10, 10, 10]);
+    for (const outputs of [rt.run(), rt.run(null), rt.run(undefined, null), rt.run({}, {}), rt.run(null, { into: undefined })]) {
+      expect(plain(outputs[0])).toEqual([11, 12, 13, 14]);
+    }
+    rt.close();
+  });
+
+  test('every output comes back whole, also one past the small-output size that is not the first', () => {
+    // slow-wide: y (4 floats) and stats (32 floats, 128 bytes): stats = [runs, max inside, max in library, 0...].
+    const rt = load(fixture('slow-wide'));
+    rt.set('sleep_ms', 0);
+    for (let run = 1; run <= 3; run++) {
+      const [y, stats] = rt.run({ x: [run, 2, 3, 4] });
+      expect(plain(y)).toEqual([2 * run, 4, 6, 8]);
+      expect(stats.shape).toEqual([32]);
+      expect(plain(stats)).toEqual([run, 1, 1, ...new Array(29).fill(0)]);
+      expect(plain(rt.output(1))).toEqual(plain(stats));
+    }
     rt.close();
   });
 });
@@ -306,6 +345,21 @@ describe('run(inputs, { into }): outputs in caller arrays', () => {
     rt.close();
   });
 
+  test('an into array whose items were swapped gets Tensors of its new items', () => {
+    const rt = load(fixture('add'));
+    const inputs = { a: [1, 2, 3, 4], b: [1, 1, 1, 1] };
+    const into = [new Float32Array(4)];
+    const first = rt.run(inputs, { into });
+    expect(rt.run(inputs, { into })).toBe(first);
+    into[0] = new Float32Array(4);
+    const second = rt.run({ a: [5, 5, 5, 5] }, { into });
+    expect(second).not.toBe(first);
+    expect(second[0].data).toBe(into[0]);
+    expect(plain(second[0])).toEqual([6, 6, 6, 6]);
+    expect(plain(first[0])).toEqual([2, 3, 4, 5]); // the old array kept what it was given
+    rt.close();
+  });
+
   test('wrong kinds, lengths and counts of arrays are refused before anything runs', () => {
     const rt = load(fixture('add'));
     const inputs = { a: [1, 2, 3, 4], b: [1, 1, 1, 1] };
@@ -313,7 +367,8 @@ describe('run(inputs, { into }): outputs in caller arrays', () => {
     expect(() => rt.run(inputs, { into: [new Float32Array(3)] })).toThrow(expect.objectContaining({ code: 'ERR_ZGC_SIZE', message: expect.stringMatching(/output 0/) }));
     expect(() => rt.run(inputs, { into: [] })).toThrow(TypeError);
     expect(() => rt.run(inputs, { into: new Float32Array(4) })).toThrow(TypeError);
-    expect(() => rt.run(inputs, 5)).toThrow(TypeError);
+    expect(() => rt.run(inputs, 5)).toThrow(new TypeError('run() options must be an object, got number'));
+    expect(() => rt.run(inputs, { into: [] })).toThrow(new TypeError('run() option into must be an array of 1 TypedArrays, one per output'));
     const out = new Float32Array(4);
     expect(plain(rt.run(inputs, { into: [out] })[0])).toEqual([2, 3, 4, 5]);
     expect(Array.from(out)).toEqual([2, 3, 4, 5]);

@@ -15,7 +15,8 @@ function parseArgs(argv) {
   if (command === 'build-from-source') {
     const extra = [artifact, ...rest].filter((a) => a !== undefined && a !== '--force');
     if (extra.length > 0) throw new UsageError(`build-from-source does not take ${JSON.stringify(extra[0])} (it takes --force)`);
-    return { command, force: artifact === '--force' || rest.includes('--force') };
+    // Anything but --force was refused above, so a --force in `rest` means `artifact` is one too.
+    return { command, force: artifact === '--force' };
   }
   if (!['inspect', 'run', 'bench'].includes(command)) throw new UsageError(`unknown command ${JSON.stringify(command)} (inspect, run, bench, serve, build-from-source)`);
   if (artifact === undefined || artifact.startsWith('--')) throw new UsageError(`${command} needs an artifact path`);
@@ -24,7 +25,8 @@ function parseArgs(argv) {
   for (let i = 0; i < rest.length; i++) {
     let arg = rest[i];
     let value;
-    if (arg.includes('=') && arg.startsWith('--')) [arg, value] = [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)];
+    // Only `--` options are allowed, so `a=b` split here is refused by its whole text below.
+    if (arg.includes('=')) [arg, value] = [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)];
     if (!allowed.includes(arg)) throw new UsageError(`${command} does not take ${JSON.stringify(rest[i])} (it takes ${allowed.join(', ')})`);
     const needsValue = ['--input', '--save', '--runs', '--seconds'].includes(arg);
     if (!needsValue && value !== undefined) throw new UsageError(`${arg} takes no value, got ${JSON.stringify(rest[i])}`);
@@ -36,7 +38,8 @@ function parseArgs(argv) {
     else if (arg === '--progress') options.progress = true;
     else if (arg === '--input') options.inputs.push(value);
     else if (arg === '--save') options.save = value;
-    else if (arg === '--runs' || arg === '--seconds') {
+    else {
+      // --runs or --seconds: `allowed` holds no other.
       const n = Number(value);
       if (!(n > 0) || (arg === '--runs' && !Number.isInteger(n))) throw new UsageError(`${arg} must be a positive ${arg === '--runs' ? 'integer' : 'number'}, got ${JSON.stringify(value)}`);
       options[arg.slice(2)] = n;

@@ -54,7 +54,8 @@ function formatNpy(dtype, shape, data) {
   head[6] = 1;
   head[7] = 0;
   head.writeUInt16LE(header.length, 8);
-  return Buffer.concat([head, Buffer.from(header, 'latin1'), Buffer.from(data.buffer, data.byteOffset, data.byteLength)]);
+  // The header is ASCII (a descr and digits): its length in characters is its length in bytes.
+  return Buffer.concat([head, Buffer.from(header), Buffer.from(data.buffer, data.byteOffset, data.byteLength)]);
 }
 
 /** The value of IEEE 754 binary16 `bits` (how .npy f16 data and f16 outputs are held). */
