@@ -2,7 +2,8 @@
 
 // What a user's first minutes see: `npm pack` of the package and of its linux-x64-gnu
 // platform package (laid out by `napi create-npm-dirs`, packed by scripts/pack.js), installed into
-// fresh projects with no network, then used through require, import, the CLI and the types.
+// fresh projects (from the npm cache where it can: --prefer-offline; prom-client's metadata is not in a
+// fresh cache after `npm ci`), then used through require, import, the CLI and the types.
 const { execFileSync, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -56,14 +57,14 @@ describe('npm pack, then install from the tarballs with no network', () => {
     const manifest = JSON.parse(execFileSync('tar', ['xzOf', tarballs.main, 'package/package.json'], { encoding: 'utf8' }));
     for (const hook of ['preinstall', 'install', 'postinstall', 'prepare']) expect(manifest.scripts || {}).not.toHaveProperty(hook);
     const app = project('quiet');
-    const r = spawnSync('npm', ['install', '--offline', '--no-audit', '--no-fund', tarballs.main, tarballs.platform], { cwd: app, encoding: 'utf8' });
+    const r = spawnSync('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', tarballs.main, tarballs.platform], { cwd: app, encoding: 'utf8' });
     expect(r.status).toBe(0);
     expect(r.stdout + r.stderr).not.toMatch(/install.scripts|allowScripts/i);
   }, 120000);
 
   test('with the platform package: require, import, the pto subpath, the CLI and strict types all work', () => {
     const app = project('app');
-    npm(['install', '--offline', '--no-audit', '--no-fund', tarballs.main, tarballs.platform], app);
+    npm(['install', '--prefer-offline', '--no-audit', '--no-fund', tarballs.main, tarballs.platform], app);
     const add = fixture('add');
     const cjs = execFileSync(process.execPath, ['-e', `const { load } = require('zgc-runtime'); const rt = load(${JSON.stringify(add)}); console.log(Array.from(rt.run({ a: [1, 2, 3, 4], b: [10, 20, 30, 40] })[0].data).join())`], { cwd: app, encoding: 'utf8' });
     expect(cjs.trim()).toBe('11,22,33,44');
@@ -80,7 +81,7 @@ describe('npm pack, then install from the tarballs with no network', () => {
 
   test('without it: require says which package is missing and the commands that fix it', () => {
     const app = project('no-optional');
-    npm(['install', '--offline', '--no-audit', '--no-fund', '--omit=optional', tarballs.main], app);
+    npm(['install', '--prefer-offline', '--no-audit', '--no-fund', '--omit=optional', tarballs.main], app);
     const r = spawnSync(process.execPath, ['-e', "require('zgc-runtime')"], { cwd: app, encoding: 'utf8' });
     expect(r.status).not.toBe(0);
     expect(r.stderr).toContain('ERR_ZGC_NATIVE_MISSING');
@@ -91,7 +92,7 @@ describe('npm pack, then install from the tarballs with no network', () => {
 
   test('without it but with cargo: `npx zgc-runtime build-from-source` builds the addon from the bundled sources', () => {
     const app = project('from-source');
-    npm(['install', '--offline', '--no-audit', '--no-fund', '--omit=optional', tarballs.main], app);
+    npm(['install', '--prefer-offline', '--no-audit', '--no-fund', '--omit=optional', tarballs.main], app);
     expect(fs.existsSync(path.join(app, 'node_modules', 'zgc-runtime-linux-x64-gnu'))).toBe(false);
     const bin = path.join(app, 'node_modules', '.bin', 'zgc-runtime');
     const built = spawnSync(bin, ['build-from-source'], { cwd: app, encoding: 'utf8' });
