@@ -24,8 +24,10 @@ const SMALL_OUTPUT_BYTES = 64;
 const callers = new Map();
 function callerOf(fn, arity) {
   let byArity = callers.get(fn);
+  // Stryker disable next-line ConditionalExpression: a cache; a miss every time only costs speed
   if (byArity === undefined) callers.set(fn, (byArity = new Map()));
   let caller = byArity.get(arity);
+  // Stryker disable next-line ConditionalExpression: a cache; a miss every time only costs speed
   if (caller === undefined) {
     const list = Array.from({ length: arity }, (_, i) => `a[${i}]`).join(', ');
     caller = new Function('f', `return (a) => f(${list});`)(fn); // eslint-disable-line no-new-func
@@ -38,12 +40,16 @@ const { toTypedArray, forSource, isFloat16Array, f16Bits } = require('./values')
 const { hostName } = require('./platform');
 
 const { hasOwn } = Object;
+// Stryker disable next-line StringLiteral: the fallback of hosts before Symbol.dispose (Node < 20.4), none of which we test on
 const dispose = Symbol.dispose || Symbol.for('nodejs.dispose');
 
 const OUTPUT_ARRAYS = { f32: Float32Array, i8: Int8Array, bool: Uint8Array };
+/** The class of a BOUND source's physical storage, by dtype (f16 as its bits). */
+const STORAGE_ARRAYS = { f32: Float32Array, f16: Uint16Array, i8: Int8Array, bool: Uint8Array };
 
 function deepFreeze(list) {
   for (const item of list) {
+    // Stryker disable next-line ConditionalExpression: freezing a string or number changes nothing
     for (const value of Object.values(item)) if (Array.isArray(value)) Object.freeze(value);
     Object.freeze(item);
   }
@@ -86,6 +92,15 @@ function asFloat16(bits) {
   return new globalThis.Float16Array(bits.buffer, bits.byteOffset, bits.length);
 }
 
+/**
+ * `array` as an instance of `Class` of this module's realm. The addon makes arrays in the
+ * realm it was loaded in (Node's main one); code in another realm (a Jest test, a vm
+ * context) must get its own `Float32Array`, so such an array is viewed again, without a copy.
+ */
+function inRealm(array, Class) {
+  return array instanceof Class ? array : new Class(array.buffer, array.byteOffset, array.length);
+}
+
 /** Opens an artifact (path or bytes) and validates it: the shared step of `load` and pools. */
 function openArtifact(artifact) {
   try {
@@ -103,10 +118,6 @@ function openArtifact(artifact) {
 const kRunInline = Symbol('zgc.runInline');
 const kHandle = Symbol('zgc.handle');
 const kTensors = Symbol('zgc.tensors');
-
-function abortError(signal) {
-  return signal.reason !== undefined ? signal.reason : new DOMException('This operation was aborted', 'AbortError');
-}
 
 class Runtime {
   #native;
@@ -135,6 +146,7 @@ class Runtime {
   #call;
   #callInline;
   #scratch;
+  // Stryker disable next-line ObjectLiteral,ArrayDeclaration: an empty cache misses as this one does
   #into = { arrays: null, items: [], tensors: null };
 
   /** @internal Use `load()`. */
@@ -146,6 +158,7 @@ class Runtime {
     try {
       this.#native = native.instantiate(checked.offload);
     } catch (err) {
+      // Stryker disable next-line ConditionalExpression: other users exist only in a pool, and a pool whose instance fails closes them all
       if (artifact.users === 0) native.release();
       throw fromNative(err);
     }
@@ -166,6 +179,7 @@ class Runtime {
     this.#args[1] = description.outputs.length;
     this.#call = callerOf(fastRun, this.#args.length);
     this.#callInline = callerOf(fastRunInline, this.#args.length);
+    // Stryker disable next-line all: which outputs use a scratch array changes speed, not results
     this.#scratch = description.outputs.map((o, i) => (o.byteCount <= SMALL_OUTPUT_BYTES ? new this.#outputArrays[i](o.elementCount) : null));
     this.#info = {
       path: fromBytes ? null : description.path,
@@ -366,10 +380,12 @@ class Runtime {
   }
 
   /** The argument array holds no input or output past the call. */
+  // Stryker disable all: clearing lets the GC take inputs sooner, which no in-process test can see
   #release(n) {
     const args = this.#args;
     for (let i = 3; i < n; i++) args[i] = undefined;
   }
+  // Stryker restore all
 
   #checkInto(options) {
     if (typeof options !== 'object') throw new TypeError(`run() options must be an object, got ${typeof options}`);
@@ -383,6 +399,7 @@ class Runtime {
 
   #intoTensors(into) {
     const cache = this.#into;
+    // Stryker disable next-line ConditionalExpression: another array of the same items may share their Tensors
     let same = cache.arrays === into;
     for (let i = 0; same && i < into.length; i++) same = cache.items[i] === into[i];
     if (!same) {
@@ -404,7 +421,8 @@ class Runtime {
       if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'runtime is closed');
       const signal = options === undefined || options === null ? undefined : options.signal;
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('runAsync option signal must be an AbortSignal');
-      if (signal && signal.aborted) throw abortError(signal);
+      // abort() without a reason gives the signal a DOMException AbortError.
+      if (signal && signal.aborted) throw signal.reason;
       if (this.#inline) {
         const ran = this[kRunInline](inputs, this.#handle);
         if (ran !== undefined) {
@@ -443,9 +461,11 @@ class Runtime {
   /** @internal Tensors for the output arrays of a finished async run. */
   [kTensors](arrays) {
     const outputs = this.#info.outputs;
+    // Stryker disable next-line ArrayDeclaration: a preallocated length only saves growing it
     const tensors = new Array(arrays.length);
     for (let i = 0; i < arrays.length; i++) {
-      tensors[i] = { dtype: outputs[i].dtype, shape: outputs[i].shape, data: this.#wrap[i] === null ? arrays[i] : this.#wrap[i](arrays[i]) };
+      const data = this.#wrap[i] === null ? inRealm(arrays[i], this.#outputArrays[i]) : this.#wrap[i](arrays[i]);
+      tensors[i] = { dtype: outputs[i].dtype, shape: outputs[i].shape, data };
     }
     return tensors;
   }
@@ -465,7 +485,8 @@ class Runtime {
       throw fromNative(err);
     }
     // With f16: 'float16', f16 storage is a Float16Array over the same (runtime-owned) memory.
-    return this.#float16 && this.#info.internal[index].dtype === 'f16' ? asFloat16(storage) : storage;
+    if (this.#float16 && this.#info.internal[index].dtype === 'f16') return asFloat16(storage);
+    return inRealm(storage, STORAGE_ARRAYS[this.#info.internal[index].dtype]);
   }
 
   /** Output `index` of the last run, as a new Tensor. */
@@ -493,6 +514,7 @@ class Runtime {
    * started yet reject with ERR_ZGC_CLOSED; one in flight finishes first, then deinit runs.
    */
   close() {
+    // Stryker disable next-line ConditionalExpression: a second close only drops the artifact's handle early; each instance holds the library itself
     if (!this.#closed) {
       this.#closed = true;
       this.#native.close();
@@ -518,7 +540,8 @@ function submit(owner, queue, staged, f16Bits, signal, after) {
   const id = signal ? ++lastId : 0;
   let onAbort;
   if (signal) {
-    onAbort = () => queue.cancel(id, abortError(signal));
+    onAbort = () => queue.cancel(id, signal.reason);
+    // Stryker disable next-line ObjectLiteral,BooleanLiteral: settling removes the listener anyway, and a signal aborts once
     signal.addEventListener('abort', onAbort, { once: true });
   }
   const settled = signal
@@ -569,4 +592,4 @@ function load(artifact, options) {
   return new Runtime(openArtifact(artifact), options);
 }
 
-module.exports = { load, Runtime, openArtifact, checkOptions, kRunInline, kHandle, kTensors, submit, statsOf, abortError, resolvePath };
+module.exports = { load, Runtime, openArtifact, checkOptions, kRunInline, kHandle, kTensors, submit, statsOf, resolvePath };

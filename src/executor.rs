@@ -128,11 +128,13 @@ pub struct Batch<T> {
     /// Regions the runs displaced (a JavaScript array among them, perhaps): dropped on the
     /// JavaScript thread.
     pub displaced: Vec<Box<dyn BoundRegion>>,
+    /// Instances a closed queue held for its last runs: dropped on the JavaScript thread too.
+    pub pinned: Vec<Arc<Core>>,
 }
 
 impl<T> Default for Batch<T> {
     fn default() -> Batch<T> {
-        Batch { done: Vec::new(), displaced: Vec::new() }
+        Batch { done: Vec::new(), displaced: Vec::new(), pinned: Vec::new() }
     }
 }
 
@@ -278,6 +280,11 @@ struct State<T> {
     /// New runs are refused, queued ones were given back, workers end.
     closed: bool,
     started: bool,
+    /// Workers alive (spawned and not ended).
+    workers: usize,
+    /// The instances, held by the queue after `close` while runs it reported in flight have
+    /// not been taken by a worker: a run the owner accepted as starting must still find them.
+    pinned: Vec<Arc<Core>>,
 }
 
 pub struct Queue<T> {
@@ -304,7 +311,7 @@ impl<T: Send + 'static> Queue<T> {
     /// runs wait for a busy instance; a run that finds one free never counts against it.
     pub fn new(lanes: Vec<Weak<Core>>, owner: Owner, max_queue: usize, mode: Offload) -> Arc<Queue<T>> {
         Arc::new(Queue {
-            state: Mutex::new(State { jobs: VecDeque::new(), running: 0, stopped: false, closed: false, started: false }),
+            state: Mutex::new(State { jobs: VecDeque::new(), running: 0, stopped: false, closed: false, started: false, workers: 0, pinned: Vec::new() }),
             wake: Condvar::new(),
             lanes,
             owner,
@@ -355,7 +362,9 @@ impl<T: Send + 'static> Queue<T> {
             for lane in 0..self.lanes.len() {
                 let (queue, worker_sink) = (self.clone(), sink.clone());
                 let spawned = std::thread::Builder::new().name("zgc-run".into()).spawn(move || queue.work(lane, worker_sink));
-                if spawned.is_err() {
+                if spawned.is_ok() {
+                    st.workers += 1;
+                } else {
                     // No thread for this lane: its share of runs goes to the others, or is
                     // rejected by close(); the sink is told, as if it had ended.
                     sink.worker_exit(lane);
@@ -385,14 +394,19 @@ impl<T: Send + 'static> Queue<T> {
         self.state().stopped = true;
     }
 
-    /// Refuses new runs and gives back every run that has not started; workers finish the
-    /// run they are in, hand it over, and end.
+    /// Refuses new runs and gives back every run that is waiting for an instance; workers
+    /// finish the run they are in and the runs `figures` counted as starting on a free
+    /// instance (those were reported in flight), hand them over, and end.
     pub fn close(&self) -> Vec<Job<T>> {
         let mut st = self.state();
         st.closed = true;
         self.closing.store(true, Ordering::Release);
-        let jobs: Vec<Job<T>> = st.jobs.drain(..).collect();
-        self.shared.waiting.store(0, Ordering::Release);
+        let starting = st.jobs.len().min(st.workers.saturating_sub(st.running));
+        if starting > 0 {
+            st.pinned = self.lanes.iter().filter_map(Weak::upgrade).collect();
+        }
+        let jobs: Vec<Job<T>> = st.jobs.drain(starting..).collect();
+        self.shared.waiting.store(st.jobs.len(), Ordering::Release);
         drop(st);
         self.wake.notify_all();
         for job in &jobs {
@@ -457,9 +471,16 @@ impl<T: Send + 'static> Queue<T> {
             st.running += 1;
             spun = false;
             self.shared.waiting.store(st.jobs.len(), Ordering::Release);
+            // Taken under the lock, so that the pins of a closed queue go only once every run
+            // it kept holds its instance; the last reference then ends on the JavaScript
+            // thread, with the run's `Done`.
+            let core = self.lanes[lane].upgrade();
+            if st.jobs.is_empty() {
+                batch.pinned.append(&mut st.pinned);
+            }
             drop(st);
 
-            let done = self.run(lane, job, &*sink, &mut batch.displaced);
+            let done = self.run(core, job, &*sink, &mut batch.displaced);
             first_done.get_or_insert_with(Instant::now);
             // A run as long as the batch time goes at once: the next may be as long, and the
             // finished ones would wait for it.
@@ -472,6 +493,7 @@ impl<T: Send + 'static> Queue<T> {
             st = self.state();
             st.running -= 1;
         }
+        st.workers -= 1;
         drop(st);
         sink.worker_exit(lane);
     }
@@ -491,10 +513,9 @@ impl<T: Send + 'static> Queue<T> {
         }
     }
 
-    fn run(&self, lane: usize, job: Job<T>, sink: &dyn Sink<T>, displaced: &mut Vec<Box<dyn BoundRegion>>) -> Done<T> {
+    fn run(&self, core: Option<Arc<Core>>, job: Job<T>, sink: &dyn Sink<T>, displaced: &mut Vec<Box<dyn BoundRegion>>) -> Done<T> {
         let started = Instant::now();
         let queue_wait = started.saturating_duration_since(job.submitted);
-        let core = self.lanes[lane].upgrade();
         let result = match &core {
             None => Err(Error::Closed),
             Some(core) => {

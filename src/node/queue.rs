@@ -223,6 +223,7 @@ impl Lanes {
                     self.settled_one(env);
                 }
                 drop(batch.displaced);
+                drop(batch.pinned);
             }
         }
     }
