@@ -8,6 +8,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { load } = require('..');
 const { formatNpy } = require('../lib/npy');
+const { SIZE_RULE } = require('../lib/options');
 const { UsageError, parseArgs, parseServeArgs, readInput } = require('../lib/cli-args');
 const { fixture } = require('./helpers');
 
@@ -103,6 +104,8 @@ describe('serve', () => {
   test('--max-body takes k, m and g suffixes, in either case', () => {
     const body = (v) => parseServeArgs(['m', '--max-body', v]).maxBody;
     expect([body('2k'), body('2K'), body('64m'), body('1g'), body('1G'), body('7'), body('0.5k')]).toEqual([2048, 2048, 64 * 1024 ** 2, 1024 ** 3, 1024 ** 3, 7, 512]);
+    // The units createServer's maxBody takes too (lib/options.js).
+    expect([body('64MB'), body('64mib'), body('1.5g'), body('512 kb')]).toEqual([64 * 1024 ** 2, 64 * 1024 ** 2, 1.5 * 1024 ** 3, 512 * 1024]);
   });
 
   const integer = (min) => `an integer >= ${min}`;
@@ -115,16 +118,18 @@ describe('serve', () => {
     [['--timeout-ms', '1.5'], `--timeout-ms must be ${integer(0)}, got "1.5"`],
     [['--poll-ms', ''], `--poll-ms must be ${integer(0)}, got ""`],
     [['--shutdown-timeout-ms', '1e400'], `--shutdown-timeout-ms must be ${integer(0)}, got "1e400"`],
-    [['--max-body', '0'], '--max-body must be an integer >= 1 (bytes, or with a k, m or g suffix), got "0"'],
-    [['--max-body', '5x'], '--max-body must be an integer >= 1 (bytes, or with a k, m or g suffix), got "5x"'],
-    [['--max-body', 'k'], '--max-body must be an integer >= 1 (bytes, or with a k, m or g suffix), got "k"'],
-    [['--max-body', '0.3k'], '--max-body must be an integer >= 1 (bytes, or with a k, m or g suffix), got "0.3k"'],
+    [['--max-body', '0'], `--max-body must be ${SIZE_RULE}, at least 1 byte, got "0"`],
+    [['--max-body', '5x'], `--max-body must be ${SIZE_RULE}, at least 1 byte, got "5x"`],
+    [['--max-body', 'k'], `--max-body must be ${SIZE_RULE}, at least 1 byte, got "k"`],
+    [['--max-body', '0.3k'], `--max-body must be ${SIZE_RULE}, at least 1 byte, got "0.3k"`],
     [['--poll-ms', ' '], `--poll-ms must be ${integer(0)}, got " "`],
-    [['--max-body', '1.5'], '--max-body must be an integer >= 1 (bytes, or with a k, m or g suffix), got "1.5"'],
+    [['--max-body', '1.5'], `--max-body must be ${SIZE_RULE}, at least 1 byte, got "1.5"`],
     // Only --max-body takes a size suffix.
     [['--port', '8k'], '--port must be a port from 0 to 65535, got "8k"'],
     [['--pool-size=2k'], `--pool-size must be ${integer(1)}, got "2k"`],
     [['--timeout-ms', '1m'], `--timeout-ms must be ${integer(0)}, got "1m"`],
+    [['--prot', '80'], 'serve does not take "--prot" (did you mean "--port"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms)'],
+    [['--maxbody=1m'], 'serve does not take "--maxbody=1m" (did you mean "--max-body"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms)'],
     [['--verbose'], 'serve does not take "--verbose" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms)'],
     [['--colour=red'], 'serve does not take "--colour=red" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms)'],
     [['--port'], '--port needs a value'],
@@ -153,15 +158,28 @@ describe('--input values', () => {
   });
 
   test('comma lists of numbers, NaN and Infinity; true and false only for bool; one value for a scalar', () => {
+    // x: f32 [2, 3]; q: i8 [5]; m: bool [5]; s: a f32 scalar.
     expect(readInput(rt, 'x=1, 2.5 ,-3,4e2,Infinity,-0')).toEqual(['x', [1, 2.5, -3, 400, Infinity, -0]]);
-    const [, nans] = readInput(rt, 'q=nan,NaN,1');
-    expect(nans).toEqual([NaN, NaN, 1]);
+    const [, nans] = readInput(rt, 'q=nan,NaN,1,2,3');
+    expect(nans).toEqual([NaN, NaN, 1, 2, 3]);
     expect(readInput(rt, 'm=true,false,1,0,true')).toEqual(['m', [true, false, 1, 0, true]]);
-    expect(readInput(rt, 'm= true , false')).toEqual(['m', [true, false]]);
+    expect(readInput(rt, 'm= true , false,0,0,0')).toEqual(['m', [true, false, 0, 0, 0]]);
     expect(readInput(rt, 's=2.5')).toEqual(['s', 2.5]);
-    // Two values for a scalar stay a list: the run then names the size mismatch.
-    expect(readInput(rt, 's=1,2')).toEqual(['s', [1, 2]]);
-    expect(readInput(rt, 'x=0x10')).toEqual(['x', [16]]);
+    expect(readInput(rt, 'x=0x10,1,2,3,4,5')).toEqual(['x', [16, 1, 2, 3, 4, 5]]);
+  });
+
+  test.each([
+    ['s=1,2', '--input s: 2 values given, source "s" (f32 []) takes 1'],
+    ['x=1,2,3', '--input x: 3 values given, source "x" (f32 [2, 3]) takes 6'],
+    ['m=true', '--input m: 1 value given, source "m" (bool [5]) takes 5'],
+  ])('a list of the wrong length, %j, is a usage error naming the source, its shape and both counts', (spec, message) => {
+    expect(usage(() => readInput(rt, spec))).toBe(message);
+  });
+
+  test('run needs every INPUT source; parameters may be left out', () => {
+    const { checkInputsGiven } = require('../lib/cli-args');
+    expect(usage(() => checkInputsGiven(rt, { x: [], q: [] }))).toBe('run needs --input for every INPUT source; missing: h (f16 [4]), m (bool [5])');
+    expect(() => checkInputsGiven(rt, { x: [], h: [], q: [], m: [] })).not.toThrow();
   });
 
   test.each([

@@ -110,3 +110,50 @@ describe('close() right after the first runAsync: the run it accepted finishes',
     }
   });
 });
+
+describe('options objects refuse unknown keys, naming the nearest valid one', () => {
+  const refused = (call, message) => expect(call).toThrow(new TypeError(message));
+
+  test('load, run, runAsync', async () => {
+    refused(() => load(fixture('add'), { ofload: 'always' }), 'load() has no option "ofload" (did you mean "offload"?); it takes f16, offload');
+    refused(() => load(fixture('add'), { f16s: 'bits' }), 'load() has no option "f16s" (did you mean "f16"?); it takes f16, offload');
+    const rt = load(fixture('add'));
+    refused(() => rt.run({}, { int: [] }), 'run() has no option "int" (did you mean "into"?); it takes into');
+    await expect(rt.runAsync({}, { signl: null })).rejects.toEqual(new TypeError('runAsync() has no option "signl" (did you mean "signal"?); it takes signal'));
+    await expect(rt.runAsync({}, { timeout: 5 })).rejects.toEqual(new TypeError('runAsync() has no option "timeout"; it takes signal'));
+    // The runtime is still usable.
+    expect(Array.from(rt.run({ a: [1, 1, 1, 1], b: [2, 2, 2, 2] })[0].data)).toEqual([3, 3, 3, 3]);
+    rt.close();
+  });
+
+  test('createPool and pool.run', async () => {
+    refused(() => createPool(fixture('add'), { sise: 2 }), 'createPool() has no option "sise" (did you mean "size"?); it takes size, maxQueue, setup, f16, offload');
+    refused(() => createPool(fixture('add'), { maxqueue: 2 }), 'createPool() has no option "maxqueue" (did you mean "maxQueue"?); it takes size, maxQueue, setup, f16, offload');
+    const pool = createPool(fixture('add'), { size: 1 });
+    await expect(pool.run({}, { sigal: undefined })).rejects.toEqual(new TypeError('pool.run() has no option "sigal" (did you mean "signal"?); it takes signal'));
+    await pool.close();
+  });
+
+  test("createServer: unknown keys refused; maxBody takes the CLI's sizes", async () => {
+    const { createServer } = require('../serve');
+    const models = [`add=${fixture('add')}`];
+    expect(() => createServer({ models, maxbody: 5 })).toThrow(new TypeError(
+      'createServer() has no option "maxbody" (did you mean "maxBody"?); it takes models, poolSize, maxQueue, timeoutMs, maxBody, pollMs, shutdownTimeoutMs, offload, log',
+    ));
+    expect(() => createServer({ models, maxBody: '64 furlongs' })).toThrow(RangeError);
+    expect(() => createServer({ models, maxBody: '0k' })).toThrow(/maxBody must be a size/);
+    for (const [maxBody, bytes] of [['64m', 64 * 2 ** 20], ['1.5k', 1536], [2048, 2048], ['10MB', 10 * 2 ** 20]]) {
+      const server = createServer({ models, maxBody, pollMs: 0, poolSize: 1 });
+      await new Promise((r) => server.listen(0, '127.0.0.1', r));
+      const url = `http://127.0.0.1:${server.address().port}/v2/models/add/infer`;
+      const over = await fetch(url, { method: 'POST', body: Buffer.alloc(bytes + 1, 32) });
+      expect(over.status).toBe(413);
+      const body = JSON.stringify({ inputs: [{ name: 'a', datatype: 'FP32', shape: [4], data: [1, 2, 3, 4] }, { name: 'b', datatype: 'FP32', shape: [4], data: [1, 1, 1, 1] }] });
+      const ok = await fetch(url, { method: 'POST', body: body.padEnd(Math.min(bytes, 4096), ' ') });
+      expect(ok.status).toBe(200);
+      expect((await ok.json()).outputs[0].data).toEqual([2, 3, 4, 5]);
+      expect(() => server.shutdown({ deadline: 5 })).toThrow('server.shutdown() has no option "deadline" (did you mean "deadlineMs"?); it takes deadlineMs');
+      await server.shutdown({ deadlineMs: 5000 });
+    }
+  });
+});

@@ -17,18 +17,21 @@ commands:
   bench <artifact> [--runs N] [--seconds S] [--progress]
                                        time runs with random inputs (default: 3 s, at most 1e6 runs)
   build-from-source [--force]          build the native addon with cargo where no prebuilt one loads
-  serve <repository dir | name=artifact.so | artifact.so>... [options]
-                                       an Open Inference Protocol (KServe v2) server
+  serve <model>... [options]           an Open Inference Protocol (KServe v2) server; each <model> is
+                                         models/            a repository: models/<name>/<version>/model.so
+                                         name=models/mlp    one model directory (config.json, .npy parameters)
+                                         name=add.so        one artifact whose parameters are all OWNED
+                                         add.so             the same, named after the file
     --port N              (8000; 0 picks a free one)   --host H (127.0.0.1; 0.0.0.0 in a container)
     --pool-size N         instances per model version (a model's config.json "instances" wins; default: one per CPU)
     --max-queue N         waiting requests per model before 503 (1024)
     --timeout-ms N        a request not answered by then is a 504 (30000; 0: none)
-    --max-body BYTES      larger bodies are a 413 (64m; k, m, g suffixes)
+    --max-body SIZE       larger bodies are a 413 (64m; bytes, or k, m, g units)
     --poll-ms N           reload models whose files changed, checked this often (2000; 0: never)
     --shutdown-timeout-ms N  on SIGTERM/SIGINT, how long accepted requests may take (30000)
 `;
 
-const { UsageError, parseArgs, readInput } = require('../lib/cli-args');
+const { UsageError, parseArgs, readInput, checkInputsGiven } = require('../lib/cli-args');
 
 /** Runs the server until SIGTERM or SIGINT, then drains it and exits (0 when every accepted request was answered). */
 function serve(options) {
@@ -69,7 +72,8 @@ function formatValues(dtype, data) {
   return `[${show.join(', ')}]`;
 }
 
-function inspect(rt, json) {
+/** `shownPath`: the artifact as the user named it (the absolute path is in --json). */
+function inspect(rt, json, shownPath) {
   const info = {
     path: rt.path,
     abiVersion: rt.abiVersion,
@@ -88,7 +92,7 @@ function inspect(rt, json) {
   };
   const shape = (s) => `[${s.join(', ')}]`;
   return [
-    `artifact     ${rt.path}`,
+    `artifact     ${shownPath}`,
     `ABI version  ${rt.abiVersion}`,
     `fingerprint  ${rt.fingerprintHex}`,
     `runtime      ${rt.runtimeSize} bytes, aligned to ${rt.runtimeAlignment}; ${rt.mutableBytes} mutable bytes`,
@@ -103,6 +107,7 @@ function inspect(rt, json) {
 
 function run(rt, options) {
   const inputs = Object.fromEntries(options.inputs.map((spec) => readInput(rt, spec)));
+  checkInputsGiven(rt, inputs);
   const outputs = rt.run(inputs);
   if (options.save) {
     fs.mkdirSync(options.save, { recursive: true });
@@ -182,7 +187,7 @@ function main(argv) {
   let rt;
   try {
     rt = require('..').load(options.artifact, { f16: 'bits' });
-    if (options.command === 'inspect') console.log(inspect(rt, options.json));
+    if (options.command === 'inspect') console.log(inspect(rt, options.json, options.artifact));
     else if (options.command === 'run') console.log(run(rt, options));
     else bench(rt, options, console.log);
     return 0;

@@ -5,12 +5,14 @@
 
 const fs = require('node:fs');
 const { parseNpy } = require('./npy');
+const { parseSize, SIZE_RULE, didYouMean } = require('./options');
 
 class UsageError extends Error {}
 
 function parseArgs(argv) {
   const [command, artifact, ...rest] = argv;
-  if (command === undefined || command === '--help' || command === '-h' || command === 'help') return { command: 'help' };
+  // --help anywhere asks for the usage, whatever else is on the line.
+  if (command === undefined || command === 'help' || argv.some((a) => a === '--help' || a === '-h')) return { command: 'help' };
   if (command === 'serve') return parseServeArgs([artifact, ...rest].filter((a) => a !== undefined));
   if (command === 'build-from-source') {
     const extra = [artifact, ...rest].filter((a) => a !== undefined && a !== '--force');
@@ -27,7 +29,7 @@ function parseArgs(argv) {
     let value;
     // Only `--` options are allowed, so `a=b` split here is refused by its whole text below.
     if (arg.includes('=')) [arg, value] = [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)];
-    if (!allowed.includes(arg)) throw new UsageError(`${command} does not take ${JSON.stringify(rest[i])} (it takes ${allowed.join(', ')})`);
+    if (!allowed.includes(arg)) throw new UsageError(`${command} does not take ${JSON.stringify(rest[i])}${arg.startsWith('--') ? didYouMean(arg, allowed) : ''} (it takes ${allowed.join(', ')})`);
     const needsValue = ['--input', '--save', '--runs', '--seconds'].includes(arg);
     if (!needsValue && value !== undefined) throw new UsageError(`${arg} takes no value, got ${JSON.stringify(rest[i])}`);
     if (needsValue && value === undefined) {
@@ -70,7 +72,7 @@ function parseServeArgs(args) {
     let value;
     if (arg.includes('=')) [arg, value] = [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)];
     const key = SERVE_FLAGS[arg];
-    if (key === undefined) throw new UsageError(`serve does not take ${JSON.stringify(args[i])} (it takes ${Object.keys(SERVE_FLAGS).join(', ')})`);
+    if (key === undefined) throw new UsageError(`serve does not take ${JSON.stringify(args[i])}${didYouMean(arg, Object.keys(SERVE_FLAGS))} (it takes ${Object.keys(SERVE_FLAGS).join(', ')})`);
     if (value === undefined) {
       value = args[++i];
       if (value === undefined) throw new UsageError(`${arg} needs a value`);
@@ -79,13 +81,11 @@ function parseServeArgs(args) {
       options.host = value;
       continue;
     }
-    const scale = key === 'maxBody' ? { k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[value.slice(-1).toLowerCase()] : undefined;
-    const digits = scale ? value.slice(0, -1) : value;
     // Number('') is 0: an empty value (`--poll-ms=`) is a mistake, not a zero.
-    const n = digits.trim() === '' ? NaN : Number(digits) * (scale || 1);
+    const n = key === 'maxBody' ? parseSize(value) : value.trim() === '' ? NaN : Number(value);
     const min = key === 'poolSize' || key === 'maxBody' ? 1 : 0;
     if (!Number.isSafeInteger(n) || n < min || (key === 'port' && n > 65535)) {
-      throw new UsageError(`${arg} must be ${key === 'port' ? 'a port from 0 to 65535' : `an integer >= ${min}${key === 'maxBody' ? ' (bytes, or with a k, m or g suffix)' : ''}`}, got ${JSON.stringify(value)}`);
+      throw new UsageError(`${arg} must be ${key === 'port' ? 'a port from 0 to 65535' : key === 'maxBody' ? `${SIZE_RULE}, at least 1 byte` : `an integer >= ${min}`}, got ${JSON.stringify(value)}`);
     }
     options[key] = n;
   }
@@ -120,7 +120,19 @@ function readInput(rt, spec) {
     if (Number.isNaN(n) && p.toLowerCase() !== 'nan') throw new UsageError(`--input ${name}: ${JSON.stringify(p)} is not a number`);
     return n;
   });
-  return [name, source.shape.length === 0 && values.length === 1 ? values[0] : values];
+  if (values.length !== source.elementCount) {
+    throw new UsageError(`--input ${name}: ${values.length} value${values.length === 1 ? '' : 's'} given, source ${JSON.stringify(name)} (${source.dtype} [${source.shape.join(', ')}]) takes ${source.elementCount}`);
+  }
+  return [name, source.shape.length === 0 ? values[0] : values];
 }
 
-module.exports = { UsageError, parseArgs, parseServeArgs, readInput, SERVE_FLAGS };
+/** `run` needs every INPUT source: one left out would silently run on zeros. */
+function checkInputsGiven(rt, inputs) {
+  const missing = rt.sources.filter((s) => s.kind === 'input' && !Object.hasOwn(inputs, s.name));
+  if (missing.length > 0) {
+    const list = missing.map((s) => `${s.name} (${s.dtype} [${s.shape.join(', ')}])`).join(', ');
+    throw new UsageError(`run needs --input for every INPUT source; missing: ${list}`);
+  }
+}
+
+module.exports = { UsageError, parseArgs, parseServeArgs, readInput, checkInputsGiven, SERVE_FLAGS };

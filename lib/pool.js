@@ -4,6 +4,7 @@ const os = require('node:os');
 const { Runtime, openArtifact, checkOptions, kRunInline, kHandle, submit, statsOf } = require('./runtime');
 const { ZgcError } = require('./errors');
 const { NativePool } = require('./native');
+const { refuseUnknownKeys } = require('./options');
 
 // Stryker disable next-line StringLiteral: the fallback of hosts before Symbol.asyncDispose (Node < 20.4), none of which we test on
 const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
@@ -27,6 +28,7 @@ class Pool {
 
   constructor(artifact, options = {}) {
     if (typeof options !== 'object' || options === null) throw new TypeError('createPool options must be an object');
+    refuseUnknownKeys('createPool()', options, ['size', 'maxQueue', 'setup', 'f16', 'offload']);
     const size = options.size === undefined ? os.availableParallelism() : options.size;
     if (!Number.isInteger(size) || size < 1) throw new RangeError(`pool size must be a positive integer, got ${String(size)}`);
     const maxQueue = options.maxQueue === undefined ? 1024 : options.maxQueue;
@@ -81,6 +83,7 @@ class Pool {
   run(inputs, options) {
     try {
       if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');
+      if (options !== undefined && options !== null) refuseUnknownKeys('pool.run()', options, ['signal']);
       const signal = options === undefined || options === null ? undefined : options.signal;
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('pool.run option signal must be an AbortSignal');
       if (signal && signal.aborted) throw signal.reason;

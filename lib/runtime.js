@@ -38,6 +38,7 @@ function callerOf(fn, arity) {
 const { ZgcError, fromNative } = require('./errors');
 const { toTypedArray, forSource, isFloat16Array, f16Bits } = require('./values');
 const { hostName } = require('./platform');
+const { refuseUnknownKeys } = require('./options');
 
 const { hasOwn } = Object;
 // Stryker disable next-line StringLiteral: the fallback of hosts before Symbol.dispose (Node < 20.4), none of which we test on
@@ -69,10 +70,12 @@ function resolvePath(p) {
 }
 
 const OFFLOAD = ['auto', 'always', 'never'];
+const LOAD_OPTIONS = ['f16', 'offload'];
 
 function checkOptions(options) {
   if (options === undefined) return { f16: 'float32', offload: 'auto' };
   if (typeof options !== 'object' || options === null) throw new TypeError('load options must be an object');
+  refuseUnknownKeys('load()', options, LOAD_OPTIONS);
   const offload = options.offload === undefined ? 'auto' : options.offload;
   if (!OFFLOAD.includes(offload)) throw new TypeError(`option offload must be 'auto', 'always' or 'never', got ${JSON.stringify(offload)}`);
   const f16 = options.f16 === undefined ? 'float32' : options.f16;
@@ -389,6 +392,7 @@ class Runtime {
 
   #checkInto(options) {
     if (typeof options !== 'object') throw new TypeError(`run() options must be an object, got ${typeof options}`);
+    refuseUnknownKeys('run()', options, ['into']);
     const { into } = options;
     if (into === undefined) return undefined;
     if (!Array.isArray(into) || into.length !== this.#outputArrays.length) {
@@ -419,6 +423,7 @@ class Runtime {
   runAsync(inputs, options) {
     try {
       if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'runtime is closed');
+      if (options !== undefined && options !== null) refuseUnknownKeys('runAsync()', options, ['signal']);
       const signal = options === undefined || options === null ? undefined : options.signal;
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('runAsync option signal must be an AbortSignal');
       // abort() without a reason gives the signal a DOMException AbortError.

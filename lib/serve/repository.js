@@ -174,10 +174,18 @@ function parametersOf(model, where, config, sources) {
     }
     plan.push({ name, bind: Boolean(entry.bind), data: npy.data, file });
   }
-  for (const s of sources) {
-    if (s.kind !== 'input' && s.binding === 'bound' && !plan.some((p) => p.name === s.name)) {
-      throw new LoadError(`source "${s.name}" is a BOUND ${s.kind.toUpperCase()} and config "parameters" gives it no file`);
+  const missing = sources.filter((s) => s.kind !== 'input' && s.binding === 'bound' && !plan.some((p) => p.name === s.name));
+  if (missing.length > 0) {
+    const s = missing[0];
+    let message = `source "${s.name}" is a BOUND ${s.kind.toUpperCase()} and config "parameters" gives it no file`;
+    if (model.origin.file) {
+      // A lone artifact has no config to give it one: say which layout does.
+      const files = Object.fromEntries(missing.map((m) => [m.name, `${m.name}.npy`]));
+      message +=
+        `. A lone artifact has no config: serve it from a model directory, ${model.name}/1/model.so (a copy of ${path.basename(model.origin.file)})` +
+        ` with ${model.name}/config.json ${JSON.stringify({ parameters: files })} and the .npy files beside it, then \`zgc-runtime serve ${model.name}=<that directory>\` (docs/serving.md)`;
     }
+    throw new LoadError(message);
   }
   return plan;
 }

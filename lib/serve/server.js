@@ -15,17 +15,27 @@ const { version: packageVersion } = require('../../package.json');
 
 const DEFAULTS = { maxQueue: 1024, timeoutMs: 30000, maxBody: 64 * 1024 * 1024, pollMs: 2000, offload: 'auto' };
 const EXTENSIONS = ['binary_tensor_data', 'model_repository', 'metrics'];
+const { refuseUnknownKeys, parseSize, SIZE_RULE } = require('../options');
+
 const JSON_TYPE = 'application/json';
 const EMPTY = Buffer.alloc(0);
 
 /** Statuses of run failures that are the request's fault, not the model's. */
 const INPUT_CODES = new Set(['ERR_ZGC_VALUE', 'ERR_ZGC_SIZE', 'ERR_ZGC_DTYPE', 'ERR_ZGC_UNKNOWN_SOURCE']);
 
+/** Every option createServer and createHandler take: the serve flags in camelCase, models and log. */
+const SERVER_OPTIONS = ['models', 'poolSize', 'maxQueue', 'timeoutMs', 'maxBody', 'pollMs', 'shutdownTimeoutMs', 'offload', 'log'];
+
 function checkOptions(options) {
   if (options === null || typeof options !== 'object') throw new TypeError('createServer options must be an object');
   const models = typeof options.models === 'string' ? [options.models] : options.models;
   if (!Array.isArray(models) || models.length === 0) throw new TypeError('createServer needs "models": a repository directory, name=artifact.so or artifact.so (or an array of them)');
+  refuseUnknownKeys('createServer()', options, SERVER_OPTIONS);
   const out = { ...DEFAULTS, poolSize: os.availableParallelism(), ...options, models };
+  if (options.maxBody !== undefined) {
+    out.maxBody = parseSize(options.maxBody);
+    if (out.maxBody === null || out.maxBody < 1) throw new RangeError(`createServer option maxBody must be ${SIZE_RULE}, at least 1 byte; got ${JSON.stringify(options.maxBody)}`);
+  }
   for (const key of ['poolSize', 'maxQueue', 'timeoutMs', 'maxBody', 'pollMs', 'shutdownTimeoutMs']) {
     if (out[key] === undefined) continue;
     const min = key === 'poolSize' || key === 'maxBody' ? 1 : 0;
@@ -442,7 +452,9 @@ function createServer(options = {}) {
   const server = http.createServer((req, res) => handler(req, res));
   server.zgc = handler;
   let shutting = null;
-  server.shutdown = ({ deadlineMs = options.shutdownTimeoutMs ?? 30000 } = {}) => {
+  server.shutdown = (shutdownOptions = {}) => {
+    refuseUnknownKeys('server.shutdown()', shutdownOptions, ['deadlineMs']);
+    const { deadlineMs = options.shutdownTimeoutMs ?? 30000 } = shutdownOptions;
     if (shutting) return shutting;
     handler.drain();
     shutting = new Promise((resolve) => {
