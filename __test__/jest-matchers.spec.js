@@ -1,0 +1,77 @@
+'use strict';
+
+// zgc-runtime/jest: toMatchTensor, used as docs/testing-with-jest.md says, and its failure
+// messages (what a user reads when a model's output drifts).
+const { load } = require('..');
+const { fixture, f16Bits } = require('./helpers');
+
+expect.extend(require('zgc-runtime/jest'));
+
+/** The message of a failed expectation. */
+function failure(fn) {
+  try {
+    fn();
+  } catch (err) {
+    return err.message.replace(/\x1b\[[0-9;]*m/g, '');
+  }
+  throw new Error('the expectation passed');
+}
+
+describe('toMatchTensor', () => {
+  const rt = load(fixture('add'));
+  afterAll(() => rt.close());
+
+  test('a run output against plain numbers, a TypedArray, a Tensor, within numpy.allclose tolerances', () => {
+    const [y] = rt.run({ a: [0.1, 0.2, 0.3, 1e6], b: [0.2, 0.1, 0.3, 1] });
+    // f32 sums: 0.1f + 0.2f is not 0.3 exactly, but within rtol 1e-5.
+    expect(y).toMatchTensor([0.3, 0.3, 0.6, 1000001]);
+    expect(y).toMatchTensor(new Float32Array([0.3, 0.3, 0.6, 1000001]));
+    expect(y).toMatchTensor({ dtype: 'f32', shape: [4], data: [0.3, 0.3, 0.6, 1000001] });
+    expect(y.data).toMatchTensor([0.3, 0.3, 0.6, 1000001]);
+    expect(y).not.toMatchTensor([0.3, 0.3, 0.6, 1000002], { rtol: 0, atol: 0.5 });
+    expect(y).toMatchTensor([0.3, 0.3, 0.6, 1000002], { atol: 1.5 });
+  });
+
+  test('the failure names the first differing index, its values and the max absolute error', () => {
+    const [y] = rt.run({ a: [1, 2, 3, 4], b: [0, 0, 0, 0] });
+    const message = failure(() => expect(y).toMatchTensor([1, 2.5, 3, 6]));
+    expect(message).toContain('2 of 4 elements differ beyond atol 1e-8, rtol 0.00001');
+    expect(message).toContain('first at index 1: received 2, expected 2.5');
+    expect(message).toContain('max absolute error 2 at index 3');
+  });
+
+  test('multi-dimensional indices are given as coordinates too', () => {
+    const a = { dtype: 'f32', shape: [2, 3], data: new Float32Array([1, 2, 3, 4, 5, 6]) };
+    const message = failure(() => expect(a).toMatchTensor([[1, 2, 3], [4, 5, 7]]));
+    expect(message).toContain('first at index 5 ([1, 2] in shape [2, 3]): received 6, expected 7');
+  });
+
+  test('shape and dtype mismatches are named before any value', () => {
+    const a = { dtype: 'f32', shape: [2, 3], data: new Float32Array(6) };
+    expect(failure(() => expect(a).toMatchTensor({ dtype: 'f32', shape: [3, 2], data: new Float32Array(6) }))).toContain(
+      'shape mismatch: received [2, 3] (6 elements), expected [3, 2] (6 elements)',
+    );
+    expect(failure(() => expect(a).toMatchTensor([1, 2]))).toContain('shape mismatch: received [2, 3] (6 elements), expected [2] (2 elements)');
+    expect(failure(() => expect(a).toMatchTensor({ dtype: 'i8', shape: [2, 3], data: new Int8Array(6) }))).toContain('dtype mismatch: received "f32", expected "i8"');
+    // A flat array states only a length: it matches any shape of as many elements.
+    expect(a).toMatchTensor(new Float32Array(6));
+  });
+
+  test('NaN matches NaN unless equalNaN is false; infinities match only themselves', () => {
+    expect([NaN, Infinity, -Infinity]).toMatchTensor([NaN, Infinity, -Infinity]);
+    expect(failure(() => expect([NaN]).toMatchTensor([NaN], { equalNaN: false }))).toContain('(the differences are NaN)');
+    expect([Infinity]).not.toMatchTensor([-Infinity]);
+    expect([1e308]).not.toMatchTensor([Infinity]);
+  });
+
+  test("f16 outputs held as bits compare as the values they stand for", () => {
+    const bits = { dtype: 'f16', shape: [3], data: Uint16Array.from([0.5, -2, 65504].map(f16Bits)) };
+    expect(bits).toMatchTensor([0.5, -2, 65504]);
+    expect(bits).toMatchTensor({ dtype: 'f16', shape: [3], data: new Float32Array([0.5, -2, 65504]) });
+  });
+
+  test('misuse is a TypeError naming the problem', () => {
+    expect(() => expect([1]).toMatchTensor([1], { tol: 1 })).toThrow('toMatchTensor: no option "tol"; it takes atol, rtol, equalNaN');
+    expect(() => expect('abc').toMatchTensor([1])).toThrow('toMatchTensor: the received value must be a Tensor ({ dtype, shape, data }), a TypedArray, an array or a number; got string');
+  });
+});
