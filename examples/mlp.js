@@ -5,9 +5,9 @@
 //   npm run demo
 const path = require('node:path');
 const { load } = require('..');
-const { buildMlp, weights } = require('./build-mlp');
+const { buildExamples, weights } = require('./build');
 
-const artifact = buildMlp();
+const artifact = buildExamples().mlp;
 
 const rt = load(artifact);
 console.log(`loaded ${path.relative(process.cwd(), rt.path)}  ABI v${rt.abiVersion}  fingerprint ${rt.fingerprintHex}`);

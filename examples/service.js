@@ -1,12 +1,13 @@
 'use strict';
 
 // An HTTP service around a pool: POST /predict {"x":[4 numbers]} -> {"logits":[...],"probs":[...]}.
-// Runs go to the libuv thread pool, so the event loop keeps accepting requests; a bad input
-// is a 400 naming the problem, a full queue a 503.
+// Runs go to the pool's own worker threads (or inline when that is cheaper), so the event
+// loop keeps accepting requests; a bad input is a 400 naming the problem, a full queue a 503.
+// SIGTERM or SIGINT stops the server, lets the runs in flight finish, and exits.
 //   node examples/service.js [port]
 const http = require('node:http');
 const { createPool, ZgcError } = require('..');
-const { buildMlp, weights } = require('./build-mlp');
+const { buildMlp, weights } = require('./build');
 
 function startService({ port = 0, size } = {}) {
   const pool = createPool(buildMlp(), {
@@ -48,6 +49,6 @@ module.exports = { startService };
 if (require.main === module) {
   startService({ port: Number(process.argv[2] || 8080) }).then(({ port, close }) => {
     console.log(`POST http://127.0.0.1:${port}/predict  {"x":[1,2,3,4]}`);
-    process.once('SIGINT', () => close().then(() => process.exit(0)));
+    for (const signal of ['SIGTERM', 'SIGINT']) process.once(signal, () => close().then(() => process.exit(0)));
   });
 }

@@ -1,0 +1,223 @@
+'use strict';
+
+// Docs are code: every fenced block of README.md and docs/*.md runs here, from the
+// repository root, against the bundled example artifacts (built as `npm run demo` builds
+// them), and the output a page prints after a block is what the block prints. The rules a
+// block follows are in docs/contributing.md ("Docs that run").
+const { spawnSync, execFileSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+const { root, docFiles, blocksOf, shellCommands, outputMatches } = require('../scripts/doc-blocks');
+const { PYTHON } = require('./helpers');
+
+const work = path.join(root, 'target', 'doc-blocks');
+const tsc = require.resolve('typescript/bin/tsc');
+const env = { ...process.env, PATH: `${path.join(root, 'node_modules', '.bin')}:${process.env.PATH}`, NO_COLOR: '1', FORCE_COLOR: '0' };
+const MARK = '@@zgc-doc-block@@';
+
+fs.rmSync(work, { recursive: true, force: true });
+fs.mkdirSync(work, { recursive: true });
+beforeAll(() => {
+  // What `npm run demo` (the README's first command) leaves in examples/build.
+  require('../examples/build').buildExamples();
+}, 120000);
+
+const slug = (block) => `${block.file.replace(/[^a-z0-9]+/gi, '-')}-L${block.line}`;
+
+function run(cmd, args, options = {}) {
+  const r = spawnSync(cmd, args, { cwd: root, env, encoding: 'utf8', timeout: 120000, ...options });
+  return { status: r.status, signal: r.signal, stdout: r.stdout || '', stderr: r.stderr || '', error: r.error };
+}
+
+function expectRan(block, r, what = 'it') {
+  if (r.status !== 0) throw new Error(`${block.file}:${block.line}: ${what} exited ${r.status}${r.signal ? ` (${r.signal})` : ''}\n${r.stdout}${r.stderr}`);
+}
+
+function expectOutput(block, expected, actual) {
+  if (!outputMatches(expected, actual)) {
+    throw new Error(`${block.file}:${block.line}: the output differs from what the page prints.\n--- the page:\n${expected.join('\n')}\n--- the block printed:\n${actual}`);
+  }
+}
+
+/** TypeScript, strict, as docs/typescript.md recommends; emits next to the source unless noEmit. */
+function compileTs(block, file, { noEmit }) {
+  const args = [tsc, '--strict', '--target', 'ES2022', '--lib', 'ES2022,ESNext.Disposable', '--module', 'Node16', '--moduleResolution', 'Node16', '--types', 'node', '--skipLibCheck', 'false', '--esModuleInterop', ...(noEmit ? ['--noEmit'] : []), file];
+  const r = run(process.execPath, args);
+  if (r.status !== 0) throw new Error(`${block.file}:${block.line}: tsc (strict) refused the block:\n${r.stdout}${r.stderr}`);
+}
+
+/** Runs a JavaScript or TypeScript block; its stdout. */
+function runScript(block) {
+  const esm = Boolean(block.attrs.esm);
+  const ts = block.lang === 'ts';
+  const ext = ts ? (esm ? '.mts' : '.ts') : esm ? '.mjs' : '.js';
+  const file = path.join(work, slug(block) + ext);
+  fs.writeFileSync(file, block.text);
+  if (block.attrs.fragment) {
+    if (ts) compileTs(block, file, { noEmit: true });
+    else expectRan(block, run(process.execPath, ['--check', file]), 'node --check');
+    return null;
+  }
+  if (ts) compileTs(block, file, { noEmit: false });
+  const script = ts ? file.replace(/\.mts$/, '.mjs').replace(/\.ts$/, '.js') : file;
+  const r = run(process.execPath, [script]);
+  expectRan(block, r);
+  return r.stdout;
+}
+
+/** Shell blocks of one page share background processes (a server a later block talks to). */
+class Shell {
+  constructor(name) {
+    this.pids = path.join(work, `${name}.pids`);
+    fs.writeFileSync(this.pids, '');
+  }
+
+  run(block) {
+    const commands = shellCommands(block);
+    const parts = ['exec 2>&1'];
+    commands.forEach((c, i) => {
+      const background = /&\s*$/.test(c.command);
+      if (background) {
+        // Its own process group, so that stop() ends it and whatever it started.
+        const log = path.join(work, `${slug(block)}-${i}.log`);
+        const first = (c.expected[0] || '').split('…')[0];
+        parts.push(
+          `setsid bash -c ${JSON.stringify(c.command.replace(/&\s*$/, ''))} > ${log} 2>&1 < /dev/null & echo $! >> ${this.pids}`,
+          `for n in $(seq 600); do grep -qF -- ${shellQuote(first)} ${log} && break; sleep 0.05; done; cat ${log}; true`,
+        );
+      } else {
+        parts.push(c.command);
+      }
+      parts.push(`printf '\\n${MARK} %d\\n' $?`);
+    });
+    const r = run('bash', ['-c', parts.join('\n')]);
+    const chunks = r.stdout.split(new RegExp(`\\n${MARK} (\\d+)\\n`));
+    commands.forEach((c, i) => {
+      const out = chunks[2 * i];
+      const status = Number(chunks[2 * i + 1]);
+      if (out === undefined || Number.isNaN(status)) throw new Error(`${block.file}:${block.line}: \`${c.command}\` did not finish:\n${r.stdout}${r.stderr}`);
+      // A command expected to fail says so on its last line: [exit N].
+      const expected = [...c.expected];
+      const exit = expected.length > 0 ? /^\[exit (\d+)\]$/.exec(expected[expected.length - 1].trim()) : null;
+      if (exit) expected.pop();
+      const wanted = exit ? Number(exit[1]) : 0;
+      if (status !== wanted) throw new Error(`${block.file}:${block.line}: \`${c.command}\` exited ${status}, the page expects ${wanted}:\n${out}`);
+      if (/&\s*$/.test(c.command)) {
+        // A server's log goes on after the lines the page shows, with others between them.
+        expectOutput(block, ['...', ...expected.flatMap((l) => [l, '...'])], out);
+      } else if (expected.length > 0) {
+        expectOutput(block, expected, out);
+      }
+    });
+  }
+
+  stop() {
+    const pids = fs.readFileSync(this.pids, 'utf8').split('\n').filter(Boolean).map(Number);
+    for (const pid of pids) {
+      try {
+        process.kill(-pid, 'SIGTERM');
+      } catch {
+        // Already gone.
+      }
+    }
+    // A documented server ends on SIGTERM, as a deployment stops it; and the next page may
+    // take the same port.
+    const deadline = Date.now() + 20000;
+    const alive = (pid) => {
+      try {
+        process.kill(-pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    for (const pid of pids) while (alive(pid) && Date.now() < deadline) execFileSync('sleep', ['0.05']);
+    const left = pids.filter(alive);
+    for (const pid of left) process.kill(-pid, 'SIGKILL');
+    if (left.length > 0) throw new Error(`${left.length} background command(s) of this page did not end within 20 s of SIGTERM`);
+  }
+}
+
+/**
+ * The README's two set-up commands. `npm ci && npm test` is what CI runs (.ci/run), and this
+ * test is part of it, so it is checked there; the demo runs here, after the `npm ci` of CI.
+ */
+function runSetup(block) {
+  const commands = shellCommands(block);
+  expect(commands.map((c) => c.command)).toEqual(['npm ci && npm run demo', 'npm ci && npm test']);
+  const ci = fs.readFileSync(path.join(root, '.ci', 'run'), 'utf8');
+  expect(ci).toMatch(/^npm ci\b/m);
+  expect(ci).toMatch(/^npm test$/m);
+  const r = run('npm', ['run', 'demo']);
+  expectRan(block, r, 'npm run demo');
+  expectOutput(block, commands[0].expected, r.stdout);
+}
+
+const shellQuote = (s) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+for (const file of docFiles()) {
+  describe(file, () => {
+    const blocks = blocksOf(file);
+    const shell = new Shell(file.replace(/[^a-z0-9]+/gi, '-'));
+    afterAll(() => shell.stop(), 30000);
+
+    test('has only blocks the doc tests know how to run', () => {
+      const known = ['js', 'ts', 'sh', 'python', 'json', 'c', 'text'];
+      for (const b of blocks) {
+        if (!known.includes(b.lang)) throw new Error(`${file}:${b.line}: a block of language ${JSON.stringify(b.lang)}: give it one of ${known.join(', ')}`);
+      }
+      // Every text block is the output of the block before it.
+      blocks.forEach((b, i) => {
+        if (b.lang !== 'text') return;
+        const before = blocks[i - 1];
+        if (!b.attrs.output || !before || !['js', 'ts', 'python'].includes(before.lang) || before.attrs.fragment) {
+          throw new Error(`${file}:${b.line}: a text block must be \`text output\`, right after the js, ts or python block whose output it shows`);
+        }
+      });
+    });
+
+    blocks.forEach((block, i) => {
+      if (block.lang === 'text') return;
+      const next = blocks[i + 1];
+      const output = next && next.lang === 'text' && next.attrs.output ? next.text.split('\n') : null;
+      const name = `${block.lang}${block.attrs.fragment ? ' fragment' : ''} block at line ${block.line}`;
+      test(name, () => {
+        if (block.lang === 'js' || block.lang === 'ts') {
+          const stdout = runScript(block);
+          if (output) expectOutput(block, output, stdout);
+        } else if (block.lang === 'sh' && block.attrs.setup) {
+          runSetup(block);
+        } else if (block.lang === 'sh') {
+          shell.run(block);
+        } else if (block.lang === 'python') {
+          const r = run(PYTHON, ['-c', block.text]);
+          expectRan(block, r);
+          if (output) expectOutput(block, output, r.stdout);
+        } else if (block.lang === 'json') {
+          const value = JSON.parse(block.text);
+          if (block.attrs.file) expect(value).toEqual(JSON.parse(fs.readFileSync(path.join(root, block.attrs.file), 'utf8')));
+        } else if (block.lang === 'c') {
+          const r = run('cc', ['-fsyntax-only', '-include', 'stdint.h', '-include', 'stddef.h', '-x', 'c', '-'], { input: block.text });
+          expectRan(block, r, 'cc -fsyntax-only');
+        }
+      }, 180000);
+    });
+  });
+}
+
+describe('the doc-block rules themselves', () => {
+  test('"..." stands for any lines and "…" for any text inside one; ends of lines are trimmed', () => {
+    expect(outputMatches(['a', '...', 'z'], 'a\nb\nc\nz\n')).toBe(true);
+    expect(outputMatches(['a', '...', 'z'], 'a\nz')).toBe(true);
+    expect(outputMatches(['a', 'z'], 'a\nb\nz')).toBe(false);
+    expect(outputMatches(['took … ms'], 'took 3.5 ms  ')).toBe(true);
+    expect(outputMatches(['took … ms'], 'took 3.5 s')).toBe(false);
+    expect(outputMatches(['x'], 'x\ny')).toBe(false);
+  });
+
+  test('a sh block is commands and their output; anything before the first command is refused', () => {
+    const block = { file: 'f.md', line: 1, text: '$ echo a \\\n  b\na b\n\n$ true' };
+    expect(shellCommands(block)).toEqual([{ command: 'echo a \n  b', expected: ['a b'] }, { command: 'true', expected: [] }]);
+    expect(() => shellCommands({ file: 'f.md', line: 1, text: 'echo a' })).toThrow(/a sh block's lines are "\$ command"/);
+  });
+});
