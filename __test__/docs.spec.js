@@ -46,8 +46,8 @@ function compileTs(block, file, { noEmit }) {
   if (r.status !== 0) throw new Error(`${block.file}:${block.line}: tsc (strict) refused the block:\n${r.stdout}${r.stderr}`);
 }
 
-/** Runs a JavaScript or TypeScript block; its stdout. */
-function runScript(block) {
+/** Runs a JavaScript or TypeScript block; its stdout (null for a fragment or a server, checked here). */
+function runScript(block, shell, output) {
   const esm = Boolean(block.attrs.esm);
   const ts = block.lang === 'ts';
   const ext = ts ? (esm ? '.mts' : '.ts') : esm ? '.mjs' : '.js';
@@ -60,6 +60,8 @@ function runScript(block) {
   }
   if (ts) compileTs(block, file, { noEmit: false });
   const script = ts ? file.replace(/\.mts$/, '.mjs').replace(/\.ts$/, '.js') : file;
+  // A server: started in the background, left for the page's later blocks, stopped by SIGTERM.
+  if (block.attrs.background) return shell.background(block, `${shellQuote(process.execPath)} ${shellQuote(script)}`, output);
   const r = run(process.execPath, [script]);
   expectRan(block, r);
   return r.stdout;
@@ -70,6 +72,19 @@ class Shell {
   constructor(name) {
     this.pids = path.join(work, `${name}.pids`);
     fs.writeFileSync(this.pids, '');
+  }
+
+  /** Starts `command` in its own process group; waits for the `expected` lines in its output. */
+  background(block, command, expected) {
+    const log = path.join(work, `${slug(block)}.log`);
+    const first = ((expected && expected[0]) || '').split('…')[0];
+    const script = [
+      `setsid bash -c ${shellQuote(command)} > ${log} 2>&1 < /dev/null & echo $! >> ${this.pids}`,
+      `for n in $(seq 600); do grep -qF -- ${shellQuote(first)} ${log} && break; sleep 0.05; done; cat ${log}`,
+    ].join('\n');
+    const r = run('bash', ['-c', script]);
+    if (expected) expectOutput(block, ['...', ...expected.flatMap((l) => [l, '...'])], r.stdout);
+    return null;
   }
 
   run(block) {
@@ -183,8 +198,8 @@ for (const file of docFiles()) {
       const name = `${block.lang}${block.attrs.fragment ? ' fragment' : ''} block at line ${block.line}`;
       test(name, () => {
         if (block.lang === 'js' || block.lang === 'ts') {
-          const stdout = runScript(block);
-          if (output) expectOutput(block, output, stdout);
+          const stdout = runScript(block, shell, output);
+          if (output && stdout !== null) expectOutput(block, output, stdout);
         } else if (block.lang === 'sh' && block.attrs.setup) {
           runSetup(block);
         } else if (block.lang === 'sh') {
