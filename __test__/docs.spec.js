@@ -12,7 +12,8 @@ const { PYTHON } = require('./helpers');
 
 const work = path.join(root, 'target', 'doc-blocks');
 const tsc = require.resolve('typescript/bin/tsc');
-const env = { ...process.env, PATH: `${path.join(root, 'node_modules', '.bin')}:${process.env.PATH}`, NO_COLOR: '1', FORCE_COLOR: '0' };
+// This host's node first: `npx jest` in a page then runs under the Node the suite runs on.
+const env = { ...process.env, PATH: `${path.dirname(process.execPath)}:${path.join(root, 'node_modules', '.bin')}:${process.env.PATH}`, NO_COLOR: '1', FORCE_COLOR: '0' };
 const MARK = '@@zgc-doc-block@@';
 
 fs.rmSync(work, { recursive: true, force: true });
@@ -197,7 +198,10 @@ for (const file of docFiles()) {
       const output = next && next.lang === 'text' && next.attrs.output ? next.text.split('\n') : null;
       const name = `${block.lang}${block.attrs.fragment ? ' fragment' : ''} block at line ${block.line}`;
       test(name, () => {
-        if (block.lang === 'js' || block.lang === 'ts') {
+        if ((block.lang === 'js' || block.lang === 'ts') && block.attrs.file) {
+          // The page shows a file of the repository, which a command on the page runs.
+          expect(block.text.trim()).toBe(fs.readFileSync(path.join(root, block.attrs.file), 'utf8').trim());
+        } else if (block.lang === 'js' || block.lang === 'ts') {
           const stdout = runScript(block, shell, output);
           if (output && stdout !== null) expectOutput(block, output, stdout);
         } else if (block.lang === 'sh' && block.attrs.setup) {

@@ -1,0 +1,1 @@
+expect.extend(require('zgc-runtime/jest'));
