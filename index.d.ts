@@ -69,6 +69,21 @@ export interface RunStats {
  * A Float16Array, typed by its shape so that these declarations compile without TypeScript's
  * `esnext.float16` lib; with that lib, a `Float16Array` is one.
  */
+// Explicit resource management (`using`, `await using`) without lib "esnext.disposable" or
+// @types/node: the same declarations both of them make, so they merge with either.
+declare global {
+  interface SymbolConstructor {
+    readonly dispose: unique symbol
+    readonly asyncDispose: unique symbol
+  }
+  interface Disposable {
+    [Symbol.dispose](): void
+  }
+  interface AsyncDisposable {
+    [Symbol.asyncDispose](): PromiseLike<void>
+  }
+}
+
 export interface Float16ArrayLike extends ArrayBufferView {
   readonly [Symbol.toStringTag]: 'Float16Array'
   readonly length: number

@@ -10,8 +10,8 @@ export interface ServeOptions {
   maxQueue?: number
   /** A request not answered by then is a 504; 0: no limit (default 30000). */
   timeoutMs?: number
-  /** Larger request bodies are a 413 (default 64 MiB). */
-  maxBody?: number
+  /** Larger request bodies are a 413 (default 64 MiB): bytes, or a size such as '64m', '512k', '1.5g'. */
+  maxBody?: number | string
   /** How often changed model files are looked for and reloaded; 0: never (default 2000). */
   pollMs?: number
   /** Default offload policy of the pools (see LoadOptions.offload). */

@@ -35,3 +35,43 @@ describe('package entry points', () => {
     expect(JSON.parse(out)).toEqual({ same: true, abi: 1, sum: [2, 3, 4, 5], names: ['ABI_VERSION', 'Pool', 'Runtime', 'ZgcError', 'createPool', 'default', 'load', 'pto'] });
   });
 });
+
+describe('the types need neither @types/node nor lib esnext.disposable', () => {
+  test('index.d.ts, pto.d.ts and jest.d.ts compile strict under lib ES2022 alone', () => {
+    const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'zgc-types-'));
+    try {
+      fs.mkdirSync(path.join(dir, 'node_modules'));
+      fs.symlinkSync(path.join(__dirname, '..'), path.join(dir, 'node_modules', 'zgc-runtime'), 'dir');
+      fs.writeFileSync(
+        path.join(dir, 'main.ts'),
+        [
+          "import { load, createPool, ZgcError, type Tensor } from 'zgc-runtime';",
+          "import * as pto from 'zgc-runtime/pto';",
+          "import matchers from 'zgc-runtime/jest';",
+          "export function sum(a: number[], b: number[]): Tensor {",
+          "  using rt = load('add.so');",
+          '  return rt.run({ a, b })[0];',
+          '}',
+          "export async function pooled(): Promise<string | undefined> {",
+          "  await using pool = createPool('add.so', { size: 1 });",
+          '  try {',
+          "    await pool.run({ a: [1] });",
+          '  } catch (err) {',
+          '    if (err instanceof ZgcError) return err.code;',
+          '  }',
+          '  return typeof pto.load + typeof matchers.toMatchTensor;',
+          '}',
+        ].join('\n'),
+      );
+      const config = { compilerOptions: { strict: true, noEmit: true, target: 'ES2022', lib: ['ES2022'], module: 'Node16', moduleResolution: 'Node16', types: [] }, files: ['main.ts'] };
+      fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify(config));
+      try {
+        execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', dir], { encoding: 'utf8' });
+      } catch (err) {
+        throw new Error(`tsc failed:\n${err.stdout}${err.stderr}`);
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
