@@ -149,6 +149,8 @@ export type BoundStorage = Float32Array | Uint16Array | Int8Array | Uint8Array |
 export type Inputs = Readonly<Record<string, SourceValues>>
 
 export type ZgcErrorCode =
+  /** Thrown by require('zgc-runtime') itself (a plain Error with this code) when no addon loads. */
+  | 'ERR_ZGC_NATIVE_MISSING'
   | 'ERR_ZGC_LOAD'
   | 'ERR_ZGC_ABI_VERSION'
   | 'ERR_ZGC_INVALID_ARTIFACT'
