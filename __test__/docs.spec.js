@@ -75,15 +75,21 @@ class Shell {
     fs.writeFileSync(this.pids, '');
   }
 
-  /** Starts `command` in its own process group; waits for the `expected` lines in its output. */
-  background(block, command, expected) {
-    const log = path.join(work, `${slug(block)}.log`);
+  /**
+   * Shell that starts `command` in its own process group (so that stop() ends it and what it
+   * started), waits until its log shows the first `expected` line, and prints the log.
+   */
+  #startScript(command, log, expected) {
     const first = ((expected && expected[0]) || '').split('…')[0];
-    const script = [
+    return [
       `setsid bash -c ${shellQuote(command)} > ${log} 2>&1 < /dev/null & echo $! >> ${this.pids}`,
-      `for n in $(seq 600); do grep -qF -- ${shellQuote(first)} ${log} && break; sleep 0.05; done; cat ${log}`,
+      `for n in $(seq 600); do grep -qF -- ${shellQuote(first)} ${log} && break; sleep 0.05; done; cat ${log}; true`,
     ].join('\n');
-    const r = run('bash', ['-c', script]);
+  }
+
+  /** Starts `command` in the background; checks the `expected` lines in its output. */
+  background(block, command, expected) {
+    const r = run('bash', ['-c', this.#startScript(command, path.join(work, `${slug(block)}.log`), expected)]);
     if (expected) expectOutput(block, ['...', ...expected.flatMap((l) => [l, '...'])], r.stdout);
     return null;
   }
@@ -94,13 +100,7 @@ class Shell {
     commands.forEach((c, i) => {
       const background = /&\s*$/.test(c.command);
       if (background) {
-        // Its own process group, so that stop() ends it and whatever it started.
-        const log = path.join(work, `${slug(block)}-${i}.log`);
-        const first = (c.expected[0] || '').split('…')[0];
-        parts.push(
-          `setsid bash -c ${JSON.stringify(c.command.replace(/&\s*$/, ''))} > ${log} 2>&1 < /dev/null & echo $! >> ${this.pids}`,
-          `for n in $(seq 600); do grep -qF -- ${shellQuote(first)} ${log} && break; sleep 0.05; done; cat ${log}; true`,
-        );
+        parts.push(this.#startScript(c.command.replace(/&\s*$/, ''), path.join(work, `${slug(block)}-${i}.log`), c.expected));
       } else {
         parts.push(c.command);
       }
@@ -247,6 +247,18 @@ describe('what the pages promise about the API', () => {
     const all = codes('pto.d.ts', 'PtoErrorCode');
     expect(all.length).toBeGreaterThan(5);
     expect(all.filter((c) => !page.includes(`| \`${c}\``))).toEqual([]);
+  });
+});
+
+describe('the benchmark page and its chart', () => {
+  test('docs/benchmarks.md shows the figures of docs/bench/results.json, and chart.svg is drawn from them', () => {
+    const { svg, figures } = require('../scripts/bench-chart');
+    const results = JSON.parse(fs.readFileSync(path.join(root, 'docs', 'bench', 'results.json'), 'utf8'));
+    const page = fs.readFileSync(path.join(root, 'docs', 'benchmarks.md'), 'utf8');
+    for (const figure of figures(results)) expect(page).toContain(figure);
+    expect(fs.readFileSync(path.join(root, 'docs', 'bench', 'chart.svg'), 'utf8')).toBe(svg(results));
+    expect(page).toContain('![');
+    expect(page).toContain('(bench/chart.svg)');
   });
 });
 

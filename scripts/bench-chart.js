@@ -57,7 +57,7 @@ function svg(results) {
     }
     y += 10;
   }
-  const height = y + 30;
+  const height = y + 40;
   const axis = [];
   for (let p = minLog; p <= maxLog; p++) {
     const v = 10 ** p;
@@ -78,7 +78,14 @@ function svg(results) {
   ].join('\n');
 }
 
-module.exports = { table, svg };
+/** The page's three tables: per workload, the service figures, and HTTP serving. */
+function figures(results) {
+  const { report } = require('../bench/services');
+  const { reportServing } = require('../bench/serving');
+  return [table(results), report(results.service), reportServing(results.serving)];
+}
+
+module.exports = { table, svg, figures };
 
 if (require.main === module) {
   const source = path.resolve(process.argv[2] || path.join(root, 'bench', 'results.json'));
@@ -86,5 +93,5 @@ if (require.main === module) {
   fs.mkdirSync(out, { recursive: true });
   if (source !== path.join(out, 'results.json')) fs.writeFileSync(path.join(out, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
   fs.writeFileSync(path.join(out, 'chart.svg'), svg(results));
-  console.log(table(results));
+  console.log(figures(results).join('\n\n'));
 }
