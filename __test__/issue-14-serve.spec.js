@@ -528,7 +528,7 @@ describe('the serve command line', () => {
   test.each([
     [[], /serve needs at least one model/],
     [['m.so', '--port', '70000'], /--port must be a port from 0 to 65535, got "70000"/],
-    [['m.so', '--max-body', '2x'], /--max-body must be an integer >= 1 \(bytes, or with a k, m or g suffix\), got "2x"/],
+    [['m.so', '--max-body', '2x'], /--max-body must be a size: whole bytes, or a string with a unit such as "512k", "64m", "1.5g" .*, at least 1 byte, got "2x"/],
     [['m.so', '--pool-size=0'], /--pool-size must be an integer >= 1, got "0"/],
     [['m.so', '--timeout-ms'], /--timeout-ms needs a value/],
     [['m.so', '--ports', '1'], /serve does not take "--ports"/],
