@@ -4,7 +4,7 @@
 // give what a synchronous runtime with the same weights computes.
 const { load } = require('..');
 const { startService } = require('../examples/service');
-const { buildMlp, weights } = require('../examples/build-mlp');
+const { buildMlp, weights } = require('../examples/build');
 const { rng, randomF32 } = require('./helpers');
 
 describe('examples/service.js', () => {

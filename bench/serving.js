@@ -13,7 +13,7 @@ const autocannon = require('autocannon');
 const { load } = require('..');
 const { fixture } = require('../__test__/fixtures/manifest');
 const { formatNpy } = require('../lib/npy');
-const { buildMlp, weights } = require('../examples/build-mlp');
+const { buildMlp, weights } = require('../examples/build');
 const { median } = require('./measure');
 
 const root = path.join(__dirname, '..');
