@@ -158,7 +158,7 @@ test('binary inputs: views of the body where aligned, copies where not, and each
   expect(() => parseInfer(add, Buffer.concat([both, Buffer.alloc(16)]), both.length)).toThrow('input "a": has both "data" and binary_data_size');
 });
 
-test('responses: JSON numbers (FP16 decoded, BOOL as booleans), binary outputs as views in order, id escaped', () => {
+test('responses: JSON numbers (FP16 as its shortest f16 decimal, BOOL as booleans), binary outputs as views in order, id escaped', () => {
   const wanted = [
     { output: dtypes.outputs[0], binary: false },
     { output: dtypes.outputs[1], binary: false },
@@ -178,7 +178,8 @@ test('responses: JSON numbers (FP16 decoded, BOOL as booleans), binary outputs a
     id: 'a\\b',
     outputs: [
       { name: 'o0', datatype: 'FP32', shape: [2, 3], data: [0.5, -1, 2, 3, 4, 5] },
-      { name: 'o1', datatype: 'FP16', shape: [4], data: [1.5, -0.25, 65504, 0] },
+      // 65500 reads back to f16 65504, the nearest binary16 value: the shortest f16 text.
+      { name: 'o1', datatype: 'FP16', shape: [4], data: [1.5, -0.25, 65500, 0] },
       { name: 'o3', datatype: 'BOOL', shape: [5], data: [true, false, true, true, false] },
       { name: 'o2', datatype: 'INT8', shape: [5], parameters: { binary_data_size: 5 } },
     ],
@@ -257,16 +258,66 @@ test('binary data: size rules in process, binary_data_output for all, parameters
   expect(() => parseInfer(add, broken, broken.length)).toThrow(/^the request header is not JSON: /);
 });
 
-test('non-finite FP32 outputs are null in JSON, each kind of them, wherever they are', () => {
+test("non-finite float outputs are Python json's tokens, each kind of them, wherever they are", () => {
   const wanted = [{ output: add.outputs[0], binary: false }];
-  for (const bad of [NaN, Infinity, -Infinity]) {
+  for (const [bad, token] of [[NaN, 'NaN'], [Infinity, 'Infinity'], [-Infinity, '-Infinity']]) {
     for (const at of [0, 3]) {
       const data = Float32Array.of(1, 2, 3, 4);
       data[at] = bad;
-      const expected = [1, 2, 3, 4];
-      expected[at] = null;
-      expect(JSON.parse(formatInfer('m', '1', undefined, wanted, [{ data }]).head).outputs[0].data).toEqual(expected);
+      const expected = ['1', '2', '3', '4'];
+      expected[at] = token;
+      expect(formatInfer('m', '1', undefined, wanted, [{ data }]).head).toContain(`"data":[${expected.join(',')}]`);
     }
   }
-  expect(formatInfer('m', '1', undefined, wanted, [{ data: Float32Array.of(0.5, -0, 1e-7, 3) }]).head).toContain('"data":[0.5,0,1.0000000116860974e-7,3]');
+});
+
+test('FP32 values are written as the shortest decimal that reads back to the same f32, -0 kept', () => {
+  const wanted = [{ output: add.outputs[0], binary: false }];
+  const text = (values) => {
+    const head = formatInfer('m', '1', undefined, wanted, [{ data: Float32Array.from(values) }]).head;
+    return head.slice(head.indexOf('"data":') + 7, head.lastIndexOf(']}]}') + 1);
+  };
+  // A double writer would give 0.10000000149011612, 1.0000000116860974e-7 and 0 for these.
+  // -0 as -0.0: tritonclient's rapidjson reads "-0" as the integer 0.
+  expect(text([0.1, 1e-7, -0, 3])).toBe('[0.1,1e-7,-0.0,3]');
+  const values = Float32Array.from({ length: 4 }, () => Math.fround((Math.random() - 0.5) * 10 ** Math.floor(Math.random() * 20 - 10)));
+  const back = text(values).slice(1, -1).split(',');
+  back.forEach((t, i) => {
+    expect(Math.fround(Number(t))).toBe(values[i]);
+    // No shorter decimal reads back to it.
+    const digits = t.replace(/^-|e.*$|\./g, '').replace(/^0+/, '').length;
+    if (digits > 1) expect(Math.fround(Number(values[i].toPrecision(digits - 1)))).not.toBe(values[i]);
+  });
+});
+
+test('NaN, Infinity and -Infinity in FP32 and FP16 request data are those values; anywhere else they are refused by name', () => {
+  const { fixture } = require('./helpers');
+  const half = require('..').load(fixture('half-8'));
+  const sig = signatureOf(half, undefined);
+  half.close();
+  const body = (text) => Buffer.from(text);
+  const parseText = (s, text) => parseInfer(s, body(text), Buffer.byteLength(text));
+  const a = parseText(add, '{"inputs":[{"name":"a","datatype":"FP32","shape":[4],"data":[NaN,Infinity,-Infinity,-0]},{"name":"b","datatype":"FP32","shape":[4],"data":[1,2,3,4]}]}');
+  expect(Array.from(a.inputs.a)).toEqual([NaN, Infinity, -Infinity, -0]);
+  expect(Object.is(a.inputs.a[3], -0)).toBe(true);
+  const h = parseText(sig, '{"inputs":[{"name":"x","datatype":"FP16","shape":[8],"data":[NaN,-Infinity,Infinity,65504,-0,0.1,6e-8,1]}]}');
+  expect(Array.from(h.inputs.x)).toEqual([NaN, -Infinity, Infinity, 65504, -0, 0.1, 6e-8, 1]);
+  // Inside strings the tokens are text: an id of "NaN" is an id.
+  expect(parseText(add, '{"id":"NaN -Infinity","inputs":[{"name":"a","datatype":"FP32","shape":[4],"data":[1,2,3,4]},{"name":"b","datatype":"FP32","shape":[4],"data":[1,2,3,4]}]}').id).toBe('NaN -Infinity');
+  const refused = (s, text) => {
+    try {
+      parseText(s, text);
+    } catch (err) {
+      return err.message;
+    }
+    throw new Error('accepted');
+  };
+  const only = 'NaN, Infinity and -Infinity are taken only as FP32 and FP16 tensor "data"';
+  expect(refused(add, '{"id":NaN,"inputs":[]}')).toBe(`NaN at id: ${only}`);
+  expect(refused(add, '{"inputs":[{"name":"a","datatype":"FP32","shape":[Infinity],"data":[1]}]}')).toBe(`Infinity at inputs[0].shape[0]: ${only}`);
+  expect(refused(add, '{"inputs":[],"parameters":{"binary_data_output":-Infinity}}')).toBe(`-Infinity at parameters.binary_data_output: ${only}`);
+  expect(refused(dtypes, '{"inputs":[{"name":"q","datatype":"INT8","shape":[5],"data":[1,NaN,3,4,5]}]}')).toBe('input "q": element 1 is NaN; INT8 takes integers from -128 to 127');
+  // Numbers that overflow are still refused: only the tokens stand for the infinities.
+  expect(refused(add, '{"inputs":[{"name":"a","datatype":"FP32","shape":[4],"data":[1e39,2,3,4]}]}')).toMatch(/element 0 is 1e\+39, beyond FP32's largest finite value/);
+  expect(refused(add, '{"inputs":[NaNa]}')).toMatch(/^the request header is not JSON: /);
 });

@@ -76,7 +76,8 @@ async function main() {
     const b = Array.from({ length: 4 }, () => Math.fround(rnd() * 200 - 100));
     const r = await post(url(model), Buffer.from(JSON.stringify({ inputs: [tensor('a', a), tensor('b', b)] })));
     const expect = a.map((v, i) => Math.fround(v + b[i])).join();
-    if (r.status === 200 && JSON.parse(r.body).outputs[0].data.join() === expect) n.ok++;
+    // The server writes each f32 as its shortest decimal: compared as f32 values.
+    if (r.status === 200 && JSON.parse(r.body).outputs[0].data.map(Math.fround).join() === expect) n.ok++;
     else if (r.status === 200) n.wrong++;
     else n.unexpected.push(`${model}: ${r.status} ${r.error || r.body}`);
   }

@@ -4,7 +4,8 @@
 // checked against a model's signature and turned into run inputs, and run outputs into a
 // response, as JSON numbers or as the binary tensor data extension's raw bytes.
 
-const { decodeF16 } = require('../npy');
+const { randomBytes } = require('node:crypto');
+const { tensorJson, tensorJsonAsync } = require('../native');
 
 const DATATYPE = { f32: 'FP32', f16: 'FP16', i8: 'INT8', bool: 'BOOL' };
 const ARRAY = { FP32: Float32Array, FP16: Uint16Array, INT8: Int8Array, BOOL: Uint8Array };
@@ -21,7 +22,52 @@ class RequestError extends Error {
 
 const bad = (message) => new RequestError(400, message);
 const shapeText = (shape) => `[${shape.join(',')}]`;
-const describe = (v) => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v === 'string' ? JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v) : typeof v === 'object' ? 'an object' : String(v));
+
+/*
+ * NaN, Infinity and -Infinity: JSON has no numbers for them, but Python's json (and so
+ * tritonclient) reads and writes them as bare tokens. A request holding one is parsed again
+ * with each token outside strings turned into a marker string, which FP32 and FP16 tensor
+ * data take as the value and everything else refuses by the token's name.
+ */
+const MARK = `\u0000zgc-${randomBytes(6).toString('hex')}:`;
+const NON_FINITE = new Map([
+  [`${MARK}NaN`, NaN],
+  [`${MARK}Infinity`, Infinity],
+  [`${MARK}-Infinity`, -Infinity],
+]);
+const TOKENS = /"(?:[^"\\]|\\.)*"|-?Infinity|NaN/g;
+const nonFinite = (v) => (typeof v === 'string' ? NON_FINITE.get(v) : undefined);
+
+function parseJsonWithNonFinite(text) {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    if (!/NaN|Infinity/.test(text)) throw err;
+  }
+  const marked = text.replace(TOKENS, (token) => (token.charCodeAt(0) === 34 ? token : `"\\u0000${MARK.slice(1)}${token}"`));
+  const header = JSON.parse(marked);
+  refuseNonFiniteOutsideData(header, '');
+  return header;
+}
+
+/** NaN and the infinities are numbers only inside tensor data: anywhere else, a 400 naming where. */
+function refuseNonFiniteOutsideData(value, path) {
+  if (typeof value === 'string') {
+    const v = nonFinite(value);
+    if (v !== undefined) throw bad(`${String(v)} at ${path || 'the top level'}: NaN, Infinity and -Infinity are taken only as FP32 and FP16 tensor "data"`);
+  } else if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) refuseNonFiniteOutsideData(value[i], `${path}[${i}]`);
+  } else if (value !== null && typeof value === 'object') {
+    // Each input's data is checked against its datatype, element by element.
+    const inData = /^inputs\[\d+\]$/.test(path);
+    for (const key of Object.keys(value)) if (!(inData && key === 'data')) refuseNonFiniteOutsideData(value[key], path ? `${path}.${key}` : key);
+  }
+}
+
+const describe = (v) => {
+  if (nonFinite(v) !== undefined) return String(nonFinite(v));
+  return v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v === 'string' ? JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v) : typeof v === 'object' ? 'an object' : String(v);
+};
 
 /**
  * What the protocol shows of a model version: its INPUT sources, and its outputs under the
@@ -100,10 +146,12 @@ function valueOf(input, v, index) {
       if (!Number.isInteger(v) || v < -128 || v > 127) throw bad(`input "${input.name}": element ${index} is ${describe(v)}; INT8 takes integers from -128 to 127`);
       return v;
     case 'FP16':
+      if (nonFinite(v) !== undefined) return nonFinite(v);
       if (typeof v !== 'number') throw bad(`input "${input.name}": element ${index} is ${describe(v)}; FP16 takes numbers`);
       if (Math.abs(v) >= F16_MAX_FINITE_ROUNDING) throw bad(`input "${input.name}": element ${index} is ${v}, beyond FP16's largest finite value 65504`);
       return v;
     default:
+      if (nonFinite(v) !== undefined) return nonFinite(v);
       if (typeof v !== 'number') throw bad(`input "${input.name}": element ${index} is ${describe(v)}; FP32 takes numbers`);
       if (!Number.isFinite(Math.fround(v))) throw bad(`input "${input.name}": element ${index} is ${v}, beyond FP32's largest finite value`);
       return v;
@@ -127,8 +175,9 @@ function fromBinary(input, body, offset, size) {
 function parseInfer(sig, body, headerLength) {
   let header;
   try {
-    header = JSON.parse(Buffer.from(body.buffer, body.byteOffset, headerLength).toString('utf8'));
+    header = parseJsonWithNonFinite(Buffer.from(body.buffer, body.byteOffset, headerLength).toString('utf8'));
   } catch (err) {
+    if (err instanceof RequestError) throw err;
     throw bad(`the request header is not JSON: ${err.message}`);
   }
   if (header === null || typeof header !== 'object' || Array.isArray(header)) throw bad(`the request must be a JSON object, got ${describe(header)}`);
@@ -188,19 +237,18 @@ function requested(sig, outputs, binaryOutput) {
   });
 }
 
-/** An output's `data` as JSON text (non-finite values, which JSON has no numbers for, as null). */
+/** Outputs of more elements than this are written on a libuv pool thread, not the event loop. */
+const ASYNC_JSON_ELEMENTS = 1 << 16;
+
+/**
+ * An output's `data` as JSON text: FP32 and FP16 as each value's shortest decimal that reads
+ * back to the same f32 or f16, with NaN, Infinity and -Infinity as Python's json writes them.
+ * A Promise of it for large float outputs.
+ */
 function jsonData(datatype, data) {
-  if (datatype === 'FP16') return JSON.stringify(Array.from(data, decodeF16));
   if (datatype === 'BOOL') return JSON.stringify(Array.from(data, (v) => v !== 0));
-  // Numbers written as JSON writes them; JSON has none for NaN and Infinity, which go as null.
-  let text = '[';
-  for (let i = 0; i < data.length; i++) {
-    const v = data[i];
-    // Stryker disable next-line all: the fallback writes the same text for finite values, only slower
-    if (v !== v || v === Infinity || v === -Infinity) return JSON.stringify(Array.from(data));
-    text += i === 0 ? `${v}` : `,${v}`;
-  }
-  return `${text}]`;
+  if (datatype === 'INT8') return `[${data.join(',')}]`;
+  return data.length > ASYNC_JSON_ELEMENTS ? tensorJsonAsync(data) : tensorJson(data);
 }
 
 /**
@@ -208,21 +256,34 @@ function jsonData(datatype, data) {
  * follow it (none for an all-JSON response). `tensors` are the run's outputs by index.
  */
 function formatInfer(modelName, version, id, wanted, tensors) {
-  let outputs = '';
+  const parts = [];
   const chunks = [];
+  let pending = false;
   for (let i = 0; i < wanted.length; i++) {
     const { output, binary } = wanted[i];
     const data = tensors[output.index].data;
-    if (i > 0) outputs += ',';
     if (binary) {
-      outputs += `${output.prefix}"parameters":{"binary_data_size":${data.byteLength}}}`;
+      parts.push(`${output.prefix}"parameters":{"binary_data_size":${data.byteLength}}}`);
       chunks.push(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
     } else {
-      outputs += `${output.prefix}"data":${jsonData(output.datatype, data)}}`;
+      const text = jsonData(output.datatype, data);
+      pending = pending || typeof text !== 'string';
+      parts.push(output.prefix, '"data":', text, '}');
     }
   }
   const idPart = id === undefined ? '' : `"id":${JSON.stringify(id)},`;
-  return { head: `{"model_name":${JSON.stringify(modelName)},"model_version":${JSON.stringify(version)},${idPart}"outputs":[${outputs}]}`, chunks };
+  const start = `{"model_name":${JSON.stringify(modelName)},"model_version":${JSON.stringify(version)},${idPart}"outputs":[`;
+  const join = (texts) => {
+    let outputs = '';
+    // Each output is prefix + 4 parts (JSON) or 1 part (binary); commas go between outputs.
+    for (let i = 0, k = 0; i < wanted.length; i++) {
+      if (i > 0) outputs += ',';
+      const n = wanted[i].binary ? 1 : 4;
+      for (let j = 0; j < n; j++) outputs += texts[k++];
+    }
+    return { head: `${start}${outputs}]}`, chunks };
+  };
+  return pending ? Promise.all(parts).then(join) : join(parts);
 }
 
 module.exports = { DATATYPE, RequestError, signatureOf, parseInfer, formatInfer };

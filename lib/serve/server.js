@@ -232,7 +232,11 @@ function createHandler(options) {
       let tensors = v.pool[kRunNow](request.inputs);
       if (tensors === undefined) tensors = await offloaded(v, request.inputs);
       if (answered) return;
-      const { head, chunks } = formatInfer(v.model.name, v.version, request.id, request.outputs, tensors);
+      let formatted = formatInfer(v.model.name, v.version, request.id, request.outputs, tensors);
+      // Large float outputs are written off the event loop.
+      if (formatted instanceof Promise) formatted = await formatted;
+      if (answered) return;
+      const { head, chunks } = formatted;
       answered = true;
       if (state.draining) res.shouldKeepAlive = false;
       if (chunks.length === 0) {

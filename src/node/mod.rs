@@ -1,6 +1,7 @@
 //! The napi-rs binding: a thin layer from JavaScript values to the core. The TypeScript-facing
 //! API (`index.js`) wraps these classes; they are not meant to be used directly.
 
+mod json;
 mod pto;
 mod queue;
 
