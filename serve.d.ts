@@ -50,6 +50,8 @@ export interface ServeHandler {
   readonly repository: ModelRepository
   /** Requests being answered now. */
   readonly active: number
+  /** Threads parsing large JSON requests off the event loop (started on first use). */
+  readonly parserThreads: number
   /** Readiness turns false and responses close their connections; requests go on. */
   drain(): void
   /** Resolves when no inference request is being answered. */

@@ -88,3 +88,23 @@ test('FP16 data over JSON: each value as its shortest f16 decimal', async () => 
   const res = await post('half', { inputs: [{ name: 'x', datatype: 'FP16', shape: [8], data: [0.1, 0.2, 0.3, 1 / 3, 1000.1, 65504, 6e-8, 0] }] });
   expect(await res.text()).toContain('"data":[0.1,0.2,0.3,0.3333,1000,65500,6e-8,0]');
 });
+
+test('large JSON requests are parsed on a parser thread, with the same refusals and the same tokens', async () => {
+  const n = 1 << 20;
+  const data = Array.from({ length: n }, (_, k) => k % 100);
+  const body = (a) => `{"inputs":[{"name":"a","datatype":"FP32","shape":[${n}],"data":[${a}]},{"name":"b","datatype":"FP32","shape":[${n}],"data":[${data.join(',')}]}]}`;
+  // Well over the 1 MB from which a header is parsed off the event loop.
+  const bad = data.slice();
+  bad[700000] = '"x"';
+  let res = await post('add1m', body(bad.join(',')));
+  expect(res.status).toBe(400);
+  expect((await res.json()).error).toBe('input "a": element 700000 is "x"; FP32 takes numbers');
+  res = await post('add1m', body(['NaN', '-Infinity', ...data.slice(2)].join(',')));
+  expect(res.status).toBe(200);
+  const text = await res.text();
+  expect(text).toContain('"data":[NaN,-Infinity,4,6,8,10,12,');
+  // The parser threads that did it (up to two on this machine), started on first use.
+  expect(server.server.zgc.parserThreads).toBeGreaterThan(0);
+  res = await post('add1m', `{"id":NaN,"inputs":[${' '.repeat(n)}]}`);
+  expect([res.status, (await res.json()).error]).toEqual([400, 'NaN at id: NaN, Infinity and -Infinity are taken only as FP32 and FP16 tensor "data"']);
+});

@@ -100,7 +100,7 @@ async function serving({ quick = false } = {}) {
   const rounds = quick ? 2 : 3;
   const duration = quick ? 3 : 5;
   const repo = repository();
-  const zgc = await start([path.join(root, 'bin', 'zgc-runtime.js'), 'serve', repo, '--port', '0', '--poll-ms', '0', '--max-body', '16m']);
+  const zgc = await start([path.join(root, 'bin', 'zgc-runtime.js'), 'serve', repo, '--port', '0', '--poll-ms', '0', '--max-body', '64m']);
 
   // The tiny model over JSON.
   const tinyBody = JSON.stringify({ inputs: [{ name: 'a', datatype: 'FP32', shape: [4], data: [1, 2, 3, 4] }, { name: 'b', datatype: 'FP32', shape: [4], data: [0.5, 0.5, 0.5, 0.5] }] });
@@ -122,6 +122,15 @@ async function serving({ quick = false } = {}) {
   const n = bigReply.length - 4 * N1M;
   const got = new Float32Array(bigReply.buffer.slice(bigReply.byteOffset + n, bigReply.byteOffset + bigReply.length));
   for (let k = 0; k < N1M; k += 4099) if (got[k] !== a[k] + 1) throw new Error(`big: element ${k} is ${got[k]}, expected ${a[k] + 1}`);
+  // The 1M-element model over JSON both ways (the issue-27 workload, a 22 MB body): its
+  // response bytes against what writing each f32 as a double would give.
+  const bJson = Float32Array.from({ length: N1M }, (_, k) => (k % 7) / 10);
+  const bigJsonBody = JSON.stringify({ inputs: [{ name: 'a', datatype: 'FP32', shape: [N1M], data: Array.from(a) }, { name: 'b', datatype: 'FP32', shape: [N1M], data: Array.from(bJson) }] });
+  const bigJsonReply = (await post(`${zgc.url}/v2/models/big/infer`, bigJsonBody)).toString();
+  const bigJsonData = JSON.parse(bigJsonReply).outputs[0].data;
+  const bigJsonExpected = Float32Array.from(a, (v, k) => v + bJson[k]);
+  for (let k = 0; k < N1M; k += 4099) if (Math.fround(bigJsonData[k]) !== bigJsonExpected[k]) throw new Error(`big JSON: element ${k} is ${bigJsonData[k]}, expected ${bigJsonExpected[k]}`);
+  const jsonBytes = { response: Buffer.byteLength(bigJsonReply), asDoubles: Buffer.byteLength(bigJsonReply.replace(/"data":\[[^\]]*\]/, `"data":${JSON.stringify(Array.from(bigJsonExpected))}`)) };
   // The bare server echoes the request body: the same bytes as the model's input, twice its output.
   const bareJson = await start(['-e', BARE, 'json', tinyReply]);
   const bareEcho = await start(['-e', BARE, 'binary']);
@@ -132,13 +141,23 @@ async function serving({ quick = false } = {}) {
   const mlpBody = JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4], data: x }] });
   const viaGlue = JSON.parse((await post(`${glue.url}/predict`, glueBody, { 'content-type': 'application/json' })).toString());
   const viaZgc = JSON.parse((await post(`${zgc.url}/v2/models/mlp/infer`, mlpBody)).toString());
-  if (viaZgc.outputs[1].data.join() !== viaGlue.probs.join()) throw new Error(`mlp: ${viaZgc.outputs[1].data} vs ${viaGlue.probs}`);
+  // The server writes each f32 as its shortest decimal, the glue as a double: same f32 values.
+  if (viaZgc.outputs[1].data.map(Math.fround).join() !== viaGlue.probs.join()) throw new Error(`mlp: ${viaZgc.outputs[1].data} vs ${viaGlue.probs}`);
 
   const cases = {
     tinyZgc: () => cannon(`${zgc.url}/v2/models/tiny/infer`, { body: tinyBody, duration }),
     tinyBare: () => cannon(bareJson.url, { body: tinyBody, duration }),
     bigZgc: () => cannon(`${zgc.url}/v2/models/big/infer`, { body: bigBody, headers: bigHeaders, duration, connections: 4 }),
     bigBare: () => cannon(bareEcho.url, { body: bigBody, headers: bigHeaders, duration, connections: 4 }),
+    bigJsonZgc: () => cannon(`${zgc.url}/v2/models/big/infer`, { body: bigJsonBody, duration, connections: 4 }),
+    // A fifth client sends tiny infers while four send 1M JSON ones: its latency.
+    tinyBesideBigJson: async () => {
+      const [, tiny] = await Promise.all([
+        cannon(`${zgc.url}/v2/models/big/infer`, { body: bigJsonBody, duration, connections: 4 }),
+        cannon(`${zgc.url}/v2/models/tiny/infer`, { body: tinyBody, duration, connections: 1 }),
+      ]);
+      return tiny;
+    },
     mlpZgc: () => cannon(`${zgc.url}/v2/models/mlp/infer`, { body: mlpBody, duration }),
     mlpGlue: () => cannon(`${glue.url}/predict`, { body: glueBody, headers: { 'content-type': 'application/json' }, duration }),
   };
@@ -157,7 +176,9 @@ async function serving({ quick = false } = {}) {
     tinyVsBare: out.tinyZgc.rps / out.tinyBare.rps,
     bigVsBareEcho: out.bigZgc.rps / out.bigBare.rps,
     mlpVsGlue: out.mlpZgc.rps / out.mlpGlue.rps,
+    bigJsonResponseVsDoubles: jsonBytes.response / jsonBytes.asDoubles,
   };
+  out.bigJsonBytes = jsonBytes;
   out.method = `autocannon, 32 connections (4 for the 8 MB bodies), ${duration} s a round, ${rounds} rounds alternating, medians`;
   return out;
 }
@@ -172,10 +193,11 @@ function reportServing(s) {
     row('bare node:http, same bodies, no model', 'tinyBare'),
     row('zgc serve, 1M add, binary', 'bigZgc'),
     row('bare node:http echoing the same bytes', 'bigBare'),
+    ...(s.bigJsonZgc ? [row('zgc serve, 1M add, JSON both ways', 'bigJsonZgc'), row('a fifth client, tiny JSON, beside 4 sending 1M JSON', 'tinyBesideBigJson')] : []),
     row('zgc serve, MLP, JSON', 'mlpZgc'),
     row('examples/service.js, MLP, JSON', 'mlpGlue'),
     '',
-    `tiny: ${s.ratios.tinyVsBare.toFixed(2)}x the bare server (target >= 0.7x); 1M binary: ${s.ratios.bigVsBareEcho.toFixed(2)}x the bare echo (target >= 0.5x); MLP: ${s.ratios.mlpVsGlue.toFixed(2)}x the hand glue`,
+    `tiny: ${s.ratios.tinyVsBare.toFixed(2)}x the bare server (target >= 0.7x); 1M binary: ${s.ratios.bigVsBareEcho.toFixed(2)}x the bare echo (target >= 0.5x); MLP: ${s.ratios.mlpVsGlue.toFixed(2)}x the hand glue${s.bigJsonBytes ? `; 1M JSON response ${s.bigJsonBytes.response} bytes, ${s.ratios.bigJsonResponseVsDoubles.toFixed(2)}x the ${s.bigJsonBytes.asDoubles} of f32 values written as doubles` : ''}`,
   ].join('\n');
 }
 

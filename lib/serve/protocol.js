@@ -76,7 +76,7 @@ const describe = (v) => {
 function signatureOf(runtime, outputNames) {
   const inputs = runtime.sources
     .filter((s) => s.kind === 'input')
-    .map((s) => ({ name: s.name, datatype: DATATYPE[s.dtype], shape: s.shape, count: s.shape.reduce((a, b) => a * b, 1), scratch: null }));
+    .map((s) => ({ name: s.name, datatype: DATATYPE[s.dtype], shape: s.shape, count: s.shape.reduce((a, b) => a * b, 1) }));
   const outputs = runtime.outputs.map((o, index) => {
     const name = outputNames ? outputNames[index] : `output_${index}`;
     const shape = o.shape; // frozen, as all metadata of a runtime
@@ -84,9 +84,16 @@ function signatureOf(runtime, outputNames) {
     const prefix = `{"name":${JSON.stringify(name)},"datatype":"${DATATYPE[o.dtype]}","shape":${JSON.stringify(shape)},`;
     return { name, datatype: DATATYPE[o.dtype], shape, index, prefix };
   });
-  const byName = new Map(inputs.map((i) => [i.name, i]));
-  const outputByName = new Map(outputs.map((o) => [o.name, o]));
-  return { inputs, outputs, byName, outputByName, inputList: inputs.map((i) => i.name).join(', ') };
+  const inputList = inputs.map((i) => i.name).join(', ');
+  // What a parser thread is sent: plain data, without the scratch arrays.
+  const portable = { inputs, outputs, inputList };
+  return { ...signatureFromPortable(portable), portable };
+}
+
+/** A signature from its portable form (in a parser thread), with scratch arrays of its own. */
+function signatureFromPortable({ inputs, outputs, inputList }) {
+  const own = inputs.map((i) => ({ ...i, scratch: null }));
+  return { inputs: own, outputs, byName: new Map(own.map((i) => [i.name, i])), outputByName: new Map(outputs.map((o) => [o.name, o])), inputList };
 }
 
 function checkShape(input, given) {
@@ -286,4 +293,4 @@ function formatInfer(modelName, version, id, wanted, tensors) {
   return pending ? Promise.all(parts).then(join) : join(parts);
 }
 
-module.exports = { DATATYPE, RequestError, signatureOf, parseInfer, formatInfer };
+module.exports = { DATATYPE, RequestError, signatureOf, signatureFromPortable, parseInfer, formatInfer };

@@ -8,6 +8,7 @@ const http = require('node:http');
 const os = require('node:os');
 const { ModelRepository, LoadError } = require('./repository');
 const { RequestError, parseInfer, formatInfer } = require('./protocol');
+const { parserPool, OFF_THREAD_BYTES } = require('./parsers');
 const { createMetrics } = require('./metrics');
 const { ZgcError } = require('../errors');
 const { kRunNow } = require('../pool');
@@ -126,6 +127,8 @@ function createHandler(options) {
   for (const v of repository.served()) log(`model "${v.model.name}" version ${v.version} ready (${v.pool.size} instances)`);
 
   const state = { active: 0, draining: false, closed: false, idle: null };
+  // Started with the first large JSON request.
+  const parsers = parserPool();
   let poller = null;
   if (config.pollMs > 0) {
     poller = setInterval(() => {
@@ -226,7 +229,10 @@ function createHandler(options) {
       if (headerLength !== undefined && headerLength > body.length) throw new RequestError(400, `Inference-Header-Content-Length is ${headerLength}, the body has only ${body.length} bytes`);
       // Looked up again: a reload may have switched versions while the body arrived.
       v = resolveVersion(name, versionText);
-      const request = parseInfer(v.signature, body, headerLength === undefined ? body.length : headerLength);
+      const jsonLength = headerLength === undefined ? body.length : headerLength;
+      // A large JSON header is parsed on a parser thread, so that other requests are answered meanwhile.
+      const request = jsonLength >= OFF_THREAD_BYTES ? await parsers.parse(v.signature, body, jsonLength) : parseInfer(v.signature, body, jsonLength);
+      if (answered) return;
       // A run the pool does inline is over before this returns: no timer, no signal, no
       // cancel on close, no promise (a signal's listeners alone cost more than a tiny run).
       let tensors = v.pool[kRunNow](request.inputs);
@@ -404,6 +410,8 @@ function createHandler(options) {
   handler.metrics = metrics;
   /** Requests being answered. */
   Object.defineProperty(handler, 'active', { get: () => state.active });
+  /** Threads parsing large JSON requests (started on first use). */
+  Object.defineProperty(handler, 'parserThreads', { get: () => parsers.size });
   /** Readiness goes false and responses close their connections; in-flight requests go on. */
   handler.drain = () => {
     state.draining = true;
@@ -415,7 +423,7 @@ function createHandler(options) {
     state.draining = true;
     state.closed = true;
     if (poller) clearInterval(poller);
-    return repository.close();
+    return Promise.all([repository.close(), parsers.close()]).then(() => undefined);
   };
   return handler;
 }
