@@ -75,3 +75,70 @@ describe('toMatchTensor', () => {
     expect(() => expect('abc').toMatchTensor([1])).toThrow('toMatchTensor: the received value must be a Tensor ({ dtype, shape, data }), a TypedArray, an array or a number; got string');
   });
 });
+
+describe('toMatchTensor, rule by rule', () => {
+  test('numbers, TypedArrays, nested arrays and Tensors state shapes as they can', () => {
+    expect(3).toMatchTensor(3);
+    expect(3).not.toMatchTensor(4);
+    expect({ dtype: 'f32', shape: [], data: [3] }).toMatchTensor(3);
+    // A flat array or TypedArray states a length: it matches any shape of as many elements.
+    expect({ dtype: 'f32', shape: [2, 2], data: [1, 2, 3, 4] }).toMatchTensor([1, 2, 3, 4]);
+    expect([1, 2, 3, 4]).toMatchTensor({ shape: [2, 2], data: [1, 2, 3, 4] });
+    expect({ data: [1, 2, 3, 4] }).toMatchTensor({ shape: [4, 1], data: [1, 2, 3, 4] });
+    // Nested arrays state their shape.
+    expect(failure(() => expect({ shape: [4], data: [1, 2, 3, 4] }).toMatchTensor([[1, 2], [3, 4]]))).toContain('shape mismatch: received [4] (4 elements), expected [2, 2] (4 elements)');
+    expect(failure(() => expect(new Float32Array(6)).toMatchTensor([1, 2]))).toContain('shape mismatch: received [6] (6 elements), expected [2] (2 elements)');
+    // A dtype on one side only is not compared.
+    expect([1]).toMatchTensor({ dtype: 'i8', data: [1] });
+    expect({ dtype: 'i8', data: Int8Array.of(1) }).toMatchTensor([1]);
+    // Bits are decoded only for f16.
+    expect({ data: Uint16Array.of(15360) }).toMatchTensor([15360]);
+    expect({ dtype: 'f16', data: Uint16Array.of(15360) }).toMatchTensor([1]);
+  });
+
+  test('tolerances: equality with zero tolerances, rtol scales with |expected|', () => {
+    expect([1, 2]).toMatchTensor([1, 2], { atol: 0, rtol: 0 });
+    expect([1000]).toMatchTensor([1000.5], { atol: 0, rtol: 1e-3 });
+    expect([1000]).not.toMatchTensor([1000.5], { atol: 0, rtol: 1e-4 });
+  });
+
+  test('the failure counts, and names the first difference and the first largest one', () => {
+    const message = failure(() => expect([1, 2, 3]).toMatchTensor([2, 2, 4]));
+    expect(message).toMatch(/^2 of 3 elements differ beyond/m);
+    expect(message).toContain('first at index 0: received 1, expected 2');
+    expect(message).toContain('max absolute error 1 at index 0');
+    // Coordinates in three dimensions: index 7 of [2, 2, 3] is [1, 0, 1].
+    const cube = { shape: [2, 2, 3], data: new Float32Array(12) };
+    const expected = new Float32Array(12);
+    expected[7] = 1;
+    expect(failure(() => expect(cube).toMatchTensor({ shape: [2, 2, 3], data: expected }))).toContain('first at index 7 ([1, 0, 1] in shape [2, 2, 3])');
+  });
+
+  test('a .not that fails says why, with the hint of .not', () => {
+    const message = failure(() => expect([1, 2, 3, 4]).not.toMatchTensor([1, 2, 3, 4.5], { atol: 1 }));
+    expect(message).toContain('expect(received).not.toMatchTensor(expected)');
+    expect(message).toContain('expected the tensors to differ, but all 4 elements are within atol 1, rtol 0.00001 (max absolute error 0.5)');
+  });
+
+  test('options must be an object; null is no value', () => {
+    expect(() => expect([1]).toMatchTensor([1], null)).toThrow('toMatchTensor: options must be an object');
+    expect(() => expect([1]).toMatchTensor([1], 5)).toThrow('toMatchTensor: options must be an object');
+    expect(() => expect([1]).toMatchTensor('abc')).toThrow('toMatchTensor: the expected value must be a Tensor');
+    expect(() => expect(null).toMatchTensor([1])).toThrow(/got null$/);
+  });
+});
+
+describe('lib/options.js', () => {
+  const { nearest, refuseUnknownKeys, parseSize } = require('../lib/options');
+
+  test('the nearest name: the first of equally near ones; long names allow more edits', () => {
+    expect(nearest('siz', ['size', 'sig'])).toBe('size');
+    expect(nearest('siz', ['sig', 'size'])).toBe('sig');
+    expect(() => refuseUnknownKeys('f()', { deadlineMillis: 1 }, ['deadlineMs'])).toThrow('f() has no option "deadlineMillis" (did you mean "deadlineMs"?); it takes deadlineMs');
+    expect(() => refuseUnknownKeys('f()', { xyz: 1 }, ['deadlineMs'])).toThrow('f() has no option "xyz"; it takes deadlineMs');
+  });
+
+  test('sizes: numbers and strings only, known units only', () => {
+    expect([parseSize(5n), parseSize(true), parseSize(null), parseSize('5q'), parseSize('5 k'), parseSize(1.5)]).toEqual([null, null, null, null, 5120, null]);
+  });
+});

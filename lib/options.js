@@ -53,9 +53,8 @@ function parseSize(value) {
   if (typeof value !== 'string') return null;
   const m = SIZE.exec(value);
   if (!m) return null;
-  const unit = UNITS[m[2].toLowerCase()];
-  if (unit === undefined) return null;
-  const n = Number(m[1]) * unit;
+  // An unknown unit gives NaN, which is no safe integer.
+  const n = Number(m[1]) * UNITS[m[2].toLowerCase()];
   return Number.isSafeInteger(n) ? n : null;
 }
 
