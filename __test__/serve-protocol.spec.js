@@ -322,3 +322,47 @@ test('NaN, Infinity and -Infinity in FP32 and FP16 request data are those values
   expect(refused(add, '{"inputs":[{"name":"a","datatype":"FP32","shape":[4],"data":[1e39,2,3,4]}]}')).toMatch(/element 0 is 1e\+39, beyond FP32's largest finite value/);
   expect(refused(add, '{"inputs":[NaNa]}')).toMatch(/^the request header is not JSON: /);
 });
+
+test('signatures: the INPUT sources are the inputs; outputs are output_<index> unless named', () => {
+  expect(dtypes.inputs.map((i) => i.name)).toEqual(['x', 'h', 'q', 'm']);
+  expect(add.outputs.map((o) => o.name)).toEqual(['output_0']);
+  expect(dtypes.outputs.map((o) => o.name)).toEqual(['o0', 'o1', 'o2', 'o3', 'o4', 'o5']);
+});
+
+test('where NaN is refused outside data: the top level, nested look-alikes, parameters of an input, any input index', () => {
+  const refusedText = (s, text) => {
+    try {
+      parseInfer(s, Buffer.from(text), Buffer.byteLength(text));
+    } catch (err) {
+      return err.message;
+    }
+    throw new Error('accepted');
+  };
+  const only = 'NaN, Infinity and -Infinity are taken only as FP32 and FP16 tensor "data"';
+  expect(refusedText(add, 'NaN')).toBe(`NaN at the top level: ${only}`);
+  expect(refusedText(add, '{"parameters":{"inputs":[{"data":[NaN]}]},"inputs":[]}')).toBe(`NaN at parameters.inputs[0].data[0]: ${only}`);
+  expect(refusedText(add, '{"inputs":[{"name":"a","parameters":{"data":Infinity}}]}')).toBe(`Infinity at inputs[0].parameters.data: ${only}`);
+  // The eleventh input's data is data too: what refuses it is its name.
+  const many = Array.from({ length: 11 }, (_, i) => `{"name":"x${i}","datatype":"FP32","shape":[1],"data":[NaN]}`).join(',');
+  expect(refusedText(add, `{"inputs":[${many}]}`)).toBe('input "x0": the model has no such input (its inputs: a, b)');
+  // null anywhere beside a token is fine.
+  const text = '{"id":"n","parameters":null,"inputs":[{"name":"a","datatype":"FP32","shape":[4],"parameters":null,"data":[NaN,1,2,3]},{"name":"b","datatype":"FP32","shape":[4],"data":[1,2,3,4]}]}';
+  const ok = parseInfer(add, Buffer.from(text), text.length);
+  expect(Number.isNaN(ok.inputs.a[0])).toBe(true);
+});
+
+test('INT8 outputs as JSON integers; float outputs past 65,536 elements are written off the event loop, to the same text', async () => {
+  const int8 = formatInfer('m', '1', undefined, [{ output: dtypes.outputs[2], binary: false }], [, , { data: Int8Array.of(-128, 127, 0, 1, -1) }]);
+  expect(int8.head).toContain('"data":[-128,127,0,1,-1]}');
+  const wanted = [{ output: add.outputs[0], binary: false }, { output: add.outputs[0], binary: false }];
+  const values = (n) => Float32Array.from({ length: n }, (_, k) => (k % 9) / 4);
+  const expectedText = (n) => `[${Array.from(values(n)).join(',')}]`;
+  const atLimit = formatInfer('m', '1', undefined, wanted, [{ data: values(65536) }]);
+  expect(typeof atLimit.head).toBe('string');
+  expect(atLimit.head).toContain(`"data":${expectedText(65536)}}`);
+  // One output over the limit makes the whole response a promise; the other stays in order.
+  const over = formatInfer('m', '1', undefined, [wanted[0], { output: dtypes.outputs[2], binary: false }], [{ data: values(65537) }, , { data: Int8Array.of(1, 2, 3, 4, 5) }]);
+  expect(over).toBeInstanceOf(Promise);
+  const { head } = await over;
+  expect(head).toBe(`{"model_name":"m","model_version":"1","outputs":[${add.outputs[0].prefix}"data":${expectedText(65537)}},${dtypes.outputs[2].prefix}"data":[1,2,3,4,5]}]}`);
+});
