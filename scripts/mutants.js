@@ -32,9 +32,23 @@ if (process.argv.includes('--js')) {
     // lib/runtime.js's Float16Array paths are mutated either way; their tests skip on this host.
     console.warn(`${process.version} has no Float16Array: run this under Node 24 or later to test the f16 paths too`);
   }
-  const files = process.argv.slice(2).filter((a) => a !== '--js');
+  // --specs A,B: only these specs run (a file every test reaches, such as lib/options.js,
+  // would otherwise run the whole suite for each mutant), and static mutants are skipped.
+  const at = process.argv.indexOf('--specs');
+  const specs = at > 0 ? process.argv[at + 1].split(',') : null;
+  const files = process.argv.slice(2).filter((a, i, all) => a !== '--js' && a !== '--specs' && all[i - 1] !== '--specs');
   const args = ['run', ...(files.length ? ['--mutate', files.join(',')] : [])];
+  let narrowed = null;
+  if (specs) {
+    const config = JSON.parse(fs.readFileSync(path.join(root, 'stryker.config.json'), 'utf8'));
+    config.jest.config.testMatch = specs.map((s) => `<rootDir>/${s}`);
+    config.ignoreStatic = true;
+    narrowed = path.join(root, 'stryker.narrow.json');
+    fs.writeFileSync(narrowed, JSON.stringify(config));
+    args.splice(1, 0, narrowed);
+  }
   const r = spawnSync(process.execPath, [bin, ...args], { cwd: root, stdio: 'inherit' });
+  if (narrowed) fs.rmSync(narrowed, { force: true });
   process.exit(r.status === null ? 1 : r.status);
 }
 
