@@ -227,6 +227,31 @@ fn cancel_takes_back_a_run_that_has_not_started_and_close_rejects_the_rest() {
 }
 
 #[test]
+fn close_keeps_the_run_starting_on_a_free_instance_even_when_the_owner_lets_go_of_it() {
+    let artifact = Arc::new(Artifact::open(&build("slow", "slow.c")).unwrap());
+    for round in 0..50 {
+        let core = slow(&artifact, 0.0);
+        let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Runtime, usize::MAX, Offload::Always);
+        let (sink, rx) = sink();
+        queue.submit(0, 0, feed(&artifact, [round as f32; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(1, 0, feed(&artifact, [9.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        // Run 0 is running or about to (counted in flight), run 1 waits behind it.
+        assert_eq!(queue.figures().in_flight, 1);
+        let rejected: Vec<u64> = queue.close().into_iter().map(|j| j.token).collect();
+        assert_eq!(rejected, vec![1], "round {round}");
+        // As NativeRuntime::close does: the owner's reference goes at once.
+        let gone = Arc::downgrade(&core);
+        drop(core);
+        let (done, _) = collect(&rx, 1);
+        assert_eq!(done[0].0, 0);
+        assert_eq!(f32s(&done[0].1.as_ref().unwrap()[0]), &[2.0 * round as f32; 4], "round {round}: the run found its instance");
+        assert!(matches!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), Event::Exit(0)));
+        // The pins went with the batch: nothing holds the instance any more.
+        assert!(gone.upgrade().is_none(), "round {round}");
+    }
+}
+
+#[test]
 fn a_run_whose_instance_is_gone_fails_closed_and_errors_leave_the_queue_working() {
     let artifact = Arc::new(Artifact::open(&build("status", "status.c")).unwrap());
     let mut instance = Instance::new(artifact.clone()).unwrap();
