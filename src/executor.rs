@@ -280,7 +280,8 @@ struct State<T> {
     /// New runs are refused, queued ones were given back, workers end.
     closed: bool,
     started: bool,
-    /// Workers alive (spawned and not ended).
+    /// Workers started. They end only once the queue is closed, so until then these are the
+    /// threads that take its runs.
     workers: usize,
     /// The instances, held by the queue after `close` while runs it reported in flight have
     /// not been taken by a worker: a run the owner accepted as starting must still find them.
@@ -493,7 +494,6 @@ impl<T: Send + 'static> Queue<T> {
             st = self.state();
             st.running -= 1;
         }
-        st.workers -= 1;
         drop(st);
         sink.worker_exit(lane);
     }

@@ -15,7 +15,7 @@ fn push_finite(out: &mut String, text: &str) {
 fn push_non_finite(out: &mut String, v: f32) {
     out.push_str(if v.is_nan() {
         "NaN"
-    } else if v > 0.0 {
+    } else if v.is_sign_positive() {
         "Infinity"
     } else {
         "-Infinity"

@@ -249,6 +249,17 @@ fn close_keeps_the_run_starting_on_a_free_instance_even_when_the_owner_lets_go_o
         // The pins went with the batch: nothing holds the instance any more.
         assert!(gone.upgrade().is_none(), "round {round}");
     }
+    // With nothing starting, close pins nothing: the owner's reference is the last one.
+    let core = slow(&artifact, 0.0);
+    let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Runtime, usize::MAX, Offload::Always);
+    let (sink, rx) = sink();
+    queue.submit(0, 0, feed(&artifact, [1.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+    collect(&rx, 1);
+    settles(&queue);
+    assert!(queue.close().is_empty());
+    let gone = Arc::downgrade(&core);
+    drop(core);
+    assert!(gone.upgrade().is_none(), "an idle queue's close kept the instance");
 }
 
 #[test]
