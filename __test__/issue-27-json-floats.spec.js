@@ -108,3 +108,16 @@ test('large JSON requests are parsed on a parser thread, with the same refusals 
   res = await post('add1m', `{"id":NaN,"inputs":[${' '.repeat(n)}]}`);
   expect([res.status, (await res.json()).error]).toEqual([400, 'NaN at id: NaN, Infinity and -Infinity are taken only as FP32 and FP16 tensor "data"']);
 });
+
+test('concurrent large JSON requests on the parser threads each get their own answer', async () => {
+  const n = 1 << 20;
+  const sends = [1, 2, 3, 4, 5].map(async (seed) => {
+    const a = Array.from({ length: n }, (_, k) => (k * seed) % 1000);
+    const res = await post('add1m', `{"id":"r${seed}","inputs":[{"name":"a","datatype":"FP32","shape":[${n}],"data":[${a.join(',')}]},{"name":"b","datatype":"FP32","shape":[${n}],"data":[${new Array(n).fill(seed).join(',')}]}]}`);
+    const body = JSON.parse(await res.text());
+    let wrong = 0;
+    for (let k = 0; k < n; k += 997) if (body.outputs[0].data[k] !== a[k] + seed) wrong++;
+    return [body.id, wrong];
+  });
+  expect(await Promise.all(sends)).toEqual([1, 2, 3, 4, 5].map((seed) => [`r${seed}`, 0]));
+});
