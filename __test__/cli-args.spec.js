@@ -166,12 +166,15 @@ describe('--input values', () => {
     expect(readInput(rt, 'm= true , false,0,0,0')).toEqual(['m', [true, false, 0, 0, 0]]);
     expect(readInput(rt, 's=2.5')).toEqual(['s', 2.5]);
     expect(readInput(rt, 'x=0x10,1,2,3,4,5')).toEqual(['x', [16, 1, 2, 3, 4, 5]]);
+    expect(readInput(rt, 'wp=1,2,3,4,5,6')).toEqual(['wp', [1, 2, 3, 4, 5, 6]]);
   });
 
   test.each([
     ['s=1,2', '--input s: 2 values given, source "s" (f32 []) takes 1'],
     ['x=1,2,3', '--input x: 3 values given, source "x" (f32 [2, 3]) takes 6'],
     ['m=true', '--input m: 1 value given, source "m" (bool [5]) takes 5'],
+    // wp is BOUND [2, 3] in 9 elements of padded storage: it takes 6 logical values.
+    ['wp=1,2,3,4,5,6,7,8,9', '--input wp: 9 values given, source "wp" (f32 [2, 3]) takes 6'],
   ])('a list of the wrong length, %j, is a usage error naming the source, its shape and both counts', (spec, message) => {
     expect(usage(() => readInput(rt, spec))).toBe(message);
   });

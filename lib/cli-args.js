@@ -120,8 +120,10 @@ function readInput(rt, spec) {
     if (Number.isNaN(n) && p.toLowerCase() !== 'nan') throw new UsageError(`--input ${name}: ${JSON.stringify(p)} is not a number`);
     return n;
   });
-  if (values.length !== source.elementCount) {
-    throw new UsageError(`--input ${name}: ${values.length} value${values.length === 1 ? '' : 's'} given, source ${JSON.stringify(name)} (${source.dtype} [${source.shape.join(', ')}]) takes ${source.elementCount}`);
+  // Logical values: a BOUND source's elementCount counts its physical storage, padding included.
+  const count = source.shape.reduce((a, b) => a * b, 1);
+  if (values.length !== count) {
+    throw new UsageError(`--input ${name}: ${values.length} value${values.length === 1 ? '' : 's'} given, source ${JSON.stringify(name)} (${source.dtype} [${source.shape.join(', ')}]) takes ${count}`);
   }
   return [name, source.shape.length === 0 ? values[0] : values];
 }
