@@ -41,6 +41,7 @@ function buildFromSource({ root = ROOT, log = console.log, force = false } = {})
   }
   const library = path.join(target, 'release', process.platform === 'darwin' ? 'libzgc_runtime.dylib' : 'libzgc_runtime.so');
   fs.copyFileSync(library, path.join(root, `zgc-runtime.${platformName()}.node`));
+  if (buildHost({ root, log, targetDir: target }) !== 0) return 1;
   if (!hadTarget) fs.rmSync(target, { recursive: true, force: true });
   if (!addonLoads(root)) {
     log('zgc-runtime: the addon was built but does not load; require("zgc-runtime") says why.');
@@ -50,4 +51,22 @@ function buildFromSource({ root = ROOT, log = console.log, force = false } = {})
   return 0;
 }
 
-module.exports = { buildFromSource, addonLoads };
+/**
+ * Builds the host program of isolated instances and copies it to
+ * `zgc-runtime-host.<platform>` next to the addon. Returns a process exit code.
+ */
+function buildHost({ root = ROOT, log = console.log, targetDir = path.join(root, 'target'), profile = 'release' } = {}) {
+  const args = ['build', '--features', 'host', '--bin', 'zgc-runtime-host', '--locked'];
+  if (profile === 'release') args.splice(1, 0, '--release');
+  const built = spawnSync('cargo', args, { cwd: root, stdio: 'inherit', env: { ...process.env, CARGO_TARGET_DIR: targetDir } });
+  if (built.status !== 0) {
+    log('zgc-runtime: cargo build of the host program failed (its output is above).');
+    return 1;
+  }
+  const out = path.join(root, `zgc-runtime-host.${platformName()}`);
+  fs.copyFileSync(path.join(targetDir, profile, 'zgc-runtime-host'), out);
+  fs.chmodSync(out, 0o755);
+  return 0;
+}
+
+module.exports = { buildFromSource, buildHost, addonLoads };

@@ -1,7 +1,8 @@
 'use strict';
 
 const os = require('node:os');
-const { Runtime, openArtifact, checkOptions, kRunInline, kHandle, submit, statsOf } = require('./runtime');
+const { Runtime, openArtifact, checkOptions, kRunInline, kHandle, submit, statsOf, resolvePath } = require('./runtime');
+const { IsolatedPool, isolationOptions } = require('./isolated');
 const { ZgcError } = require('./errors');
 const { NativePool } = require('./native');
 const { refuseUnknownKeys } = require('./options');
@@ -28,7 +29,7 @@ class Pool {
 
   constructor(artifact, options = {}) {
     if (typeof options !== 'object' || options === null) throw new TypeError('createPool options must be an object');
-    refuseUnknownKeys('createPool()', options, ['size', 'maxQueue', 'setup', 'f16', 'offload']);
+    refuseUnknownKeys('createPool()', options, ['size', 'maxQueue', 'setup', 'f16', 'offload', 'isolate', 'timeoutMs', 'maxMemoryMb', 'startTimeoutMs']);
     const size = options.size === undefined ? os.availableParallelism() : options.size;
     if (!Number.isInteger(size) || size < 1) throw new RangeError(`pool size must be a positive integer, got ${String(size)}`);
     const maxQueue = options.maxQueue === undefined ? 1024 : options.maxQueue;
@@ -37,6 +38,12 @@ class Pool {
     }
     if (options.setup !== undefined && typeof options.setup !== 'function') throw new TypeError('pool setup must be a function');
     const runtimeOptions = checkOptions({ f16: options.f16, offload: options.offload });
+    const isolation = isolationOptions(options, 'createPool()');
+    if (isolation.isolate === 'process') {
+      if (typeof artifact !== 'string') throw new TypeError("createPool() with isolate: 'process' takes a path: each instance's process loads the artifact from its file");
+      // Another class with this one's API (lib/isolated.js); a constructor may return it.
+      return new IsolatedPool(resolvePath(artifact), size, maxQueue, options.setup, { ...runtimeOptions, ...isolation });
+    }
     const opened = openArtifact(artifact);
     this.#runtimes = [];
     try {

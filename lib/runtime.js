@@ -39,6 +39,7 @@ const { ZgcError, fromNative } = require('./errors');
 const { toTypedArray, forSource, isFloat16Array, f16Bits } = require('./values');
 const { hostName } = require('./platform');
 const { refuseUnknownKeys } = require('./options');
+const { IsolatedRuntime, isolationOptions } = require('./isolated');
 
 const { hasOwn } = Object;
 // Stryker disable next-line StringLiteral: the fallback of hosts before Symbol.dispose (Node < 20.4), none of which we test on
@@ -70,7 +71,7 @@ function resolvePath(p) {
 }
 
 const OFFLOAD = ['auto', 'always', 'never'];
-const LOAD_OPTIONS = ['f16', 'offload'];
+const LOAD_OPTIONS = ['f16', 'offload', 'isolate', 'timeoutMs', 'maxMemoryMb', 'startTimeoutMs'];
 
 function checkOptions(options) {
   if (options === undefined) return { f16: 'float32', offload: 'auto' };
@@ -593,8 +594,15 @@ function statsOf(raw) {
 
 /** Loads an artifact from a path or from its bytes, validates it and starts one runtime. */
 function load(artifact, options) {
-  checkOptions(options);
-  return new Runtime(openArtifact(artifact), options);
+  const checked = checkOptions(options);
+  const isolation = isolationOptions(options || {}, 'load()');
+  if (isolation.isolate === 'process') {
+    if (typeof artifact !== 'string') {
+      throw new TypeError("load() with isolate: 'process' takes a path: the instance's process loads the artifact from its file");
+    }
+    return new IsolatedRuntime(resolvePath(artifact), { ...checked, ...isolation });
+  }
+  return new Runtime(openArtifact(artifact), options && { f16: options.f16, offload: options.offload });
 }
 
 module.exports = { load, Runtime, openArtifact, checkOptions, kRunInline, kHandle, kTensors, submit, statsOf, resolvePath };

@@ -25,6 +25,7 @@ function step(cmd, args, opts = {}) {
 const npx = path.join(root, 'node_modules', '.bin');
 step('cargo', ['test', '--quiet']);
 step(path.join(npx, 'napi'), ['build', '--platform', '--release', '--features', 'node', '--js', 'native.js', '--dts', 'native.d.ts']);
+step(process.execPath, ['scripts/build-host.js']);
 step(process.execPath, ['scripts/build-fixtures.js']);
 step(process.execPath, ['scripts/prepare-reference.js']);
 fs.rmSync(report, { force: true });

@@ -40,6 +40,12 @@ pub enum Error {
     QueueFull { waiting: usize, instances: usize, max_queue: usize },
     #[error("output index {index} is out of range: the artifact has {count} outputs")]
     OutputIndex { index: i64, count: usize },
+    /// An error the isolated instance's host process reported, with the code it had there.
+    #[error("{message}")]
+    Remote { code: &'static str, message: String },
+    /// The host process of an isolated instance could not be started or spoke out of turn.
+    #[error("isolated instance of {path}: {reason}")]
+    Host { path: String, reason: String },
 }
 
 fn status_label(status: i32) -> &'static str {
@@ -74,7 +80,23 @@ impl Error {
             Error::QueueFull { .. } => "ERR_ZGC_QUEUE_FULL",
             Error::OutputIndex { .. } => "ERR_ZGC_OUTPUT_INDEX",
             Error::Status { status, .. } => status_code(*status),
+            Error::Remote { code, .. } => code,
+            Error::Host { .. } => "ERR_ZGC_INSTANCE_START",
         }
+    }
+
+    /// The static code matching `code` as a host process sent it (codes are all static here).
+    pub fn known_code(code: &str) -> &'static str {
+        const CODES: [&str; 20] = [
+            "ERR_ZGC_LOAD", "ERR_ZGC_ABI_VERSION", "ERR_ZGC_INVALID_ARTIFACT", "ERR_ZGC_UNKNOWN_SOURCE", "ERR_ZGC_EMBEDDED",
+            "ERR_ZGC_NOT_BOUND", "ERR_ZGC_DTYPE", "ERR_ZGC_SIZE", "ERR_ZGC_VALUE", "ERR_ZGC_DETACHED", "ERR_ZGC_ALIGNMENT",
+            "ERR_ZGC_OUT_OF_MEMORY", "ERR_ZGC_CLOSED", "ERR_ZGC_BUSY", "ERR_ZGC_QUEUE_FULL", "ERR_ZGC_OUTPUT_INDEX",
+            "ERR_ZGC_INSTANCE_START", "ERR_ZGC_NAPI", "ERR_ZGC_INVALID_ARGUMENT", "ERR_ZGC_MISSING_BINDING",
+        ];
+        if let Some(c) = CODES.iter().find(|c| **c == code) {
+            return c;
+        }
+        (0..11).map(status_code).find(|c| *c == code).unwrap_or("ERR_ZGC_INSTANCE")
     }
 
     pub(crate) fn invalid(path: &str, what: impl Into<String>, rule: impl Into<String>) -> Error {

@@ -71,19 +71,7 @@ impl Artifact {
 
     /// Checks `values` for source `index` and gives them as the dtype's logical bytes.
     fn logical_bytes<'a>(&self, index: usize, values: Elements<'a>) -> Result<Cow<'a, [u8]>> {
-        let source = &self.sources[index];
-        let t = &source.tensor;
-        if source.binding == Binding::Embedded {
-            return Err(Error::Embedded { name: source.name.clone() });
-        }
-        if values.len() != t.logical_count {
-            return Err(Error::Size {
-                name: source.name.clone(),
-                expected: format!("{} elements (shape {:?})", t.logical_count, t.shape),
-                given: format!("{} elements", values.len()),
-            });
-        }
-        dtype::to_storage(&source.name, t.dtype, values)
+        logical_bytes(&self.sources[index], values)
     }
 
     /// Scatters logical bytes into `storage` (the source's physical layout); elements no
@@ -102,30 +90,7 @@ impl Artifact {
     /// Checks that `array` (a JavaScript class name) with `byte_len` bytes can be the
     /// physical storage of BOUND source `index`.
     pub fn check_storage(&self, index: usize, array: &str, byte_len: usize) -> Result<()> {
-        let source = &self.sources[index];
-        let t = &source.tensor;
-        match source.binding {
-            Binding::Embedded => return Err(Error::Embedded { name: source.name.clone() }),
-            Binding::Owned => return Err(Error::NotBound { name: source.name.clone(), binding: "owned" }),
-            Binding::Bound => {}
-        }
-        let wanted = dtype::storage_array(t.dtype);
-        if array != wanted {
-            return Err(Error::DType {
-                name: source.name.clone(),
-                dtype: t.dtype.as_str(),
-                expected: format!("{} {wanted} of physical storage", if wanted.starts_with("Int") { "an" } else { "a" }),
-                given: array.to_owned(),
-            });
-        }
-        if byte_len != t.physical_bytes() {
-            return Err(Error::Size {
-                name: source.name.clone(),
-                expected: format!("{} elements of physical storage (elementCount)", t.element_count),
-                given: format!("{} elements", byte_len / t.dtype.item_size()),
-            });
-        }
-        Ok(())
+        check_storage(&self.sources[index], array, byte_len)
     }
 
     /// A copy of physical storage for BOUND source `index`, for a run that must not read
@@ -147,6 +112,51 @@ impl Artifact {
         storage.as_bytes_mut().copy_from_slice(bytes);
         Ok(Feed::Bind { index, storage })
     }
+}
+
+/// Checks `values` for `source` and gives them as the dtype's logical bytes (also the parent's
+/// check of an isolated instance's inputs, which has the description but not the library).
+pub fn logical_bytes<'a>(source: &SourceInfo, values: Elements<'a>) -> Result<Cow<'a, [u8]>> {
+    let t = &source.tensor;
+    if source.binding == Binding::Embedded {
+        return Err(Error::Embedded { name: source.name.clone() });
+    }
+    if values.len() != t.logical_count {
+        return Err(Error::Size {
+            name: source.name.clone(),
+            expected: format!("{} elements (shape {:?})", t.logical_count, t.shape),
+            given: format!("{} elements", values.len()),
+        });
+    }
+    dtype::to_storage(&source.name, t.dtype, values)
+}
+
+/// Checks that `array` (a JavaScript class name) with `byte_len` bytes can be the physical
+/// storage of BOUND `source`.
+pub fn check_storage(source: &SourceInfo, array: &str, byte_len: usize) -> Result<()> {
+    let t = &source.tensor;
+    match source.binding {
+        Binding::Embedded => return Err(Error::Embedded { name: source.name.clone() }),
+        Binding::Owned => return Err(Error::NotBound { name: source.name.clone(), binding: "owned" }),
+        Binding::Bound => {}
+    }
+    let wanted = dtype::storage_array(t.dtype);
+    if array != wanted {
+        return Err(Error::DType {
+            name: source.name.clone(),
+            dtype: t.dtype.as_str(),
+            expected: format!("{} {wanted} of physical storage", if wanted.starts_with("Int") { "an" } else { "a" }),
+            given: array.to_owned(),
+        });
+    }
+    if byte_len != t.physical_bytes() {
+        return Err(Error::Size {
+            name: source.name.clone(),
+            expected: format!("{} elements of physical storage (elementCount)", t.element_count),
+            given: format!("{} elements", byte_len / t.dtype.item_size()),
+        });
+    }
+    Ok(())
 }
 
 /// Largest packed storage kept for reuse after a source is packed again.

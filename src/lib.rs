@@ -11,6 +11,7 @@ pub mod dtype;
 pub mod error;
 pub mod executor;
 pub mod instance;
+pub mod isolate;
 pub mod json;
 pub mod layout;
 pub mod meta;

@@ -1,6 +1,7 @@
 //! The napi-rs binding: a thin layer from JavaScript values to the core. The TypeScript-facing
 //! API (`index.js`) wraps these classes; they are not meant to be used directly.
 
+mod isolate;
 mod json;
 mod pto;
 mod queue;
@@ -112,43 +113,7 @@ impl NativeArtifact {
 
     #[napi]
     pub fn describe(&self) -> napi::Result<ArtifactDescription, Code> {
-        let a = &self.artifact()?;
-        Ok(ArtifactDescription {
-            path: a.path().to_owned(),
-            abi_version: ABI_VERSION,
-            fingerprint_hex: format!("{:#018x}", a.fingerprint),
-            runtime_size: a.runtime_size as f64,
-            runtime_alignment: a.runtime_alignment as f64,
-            mutable_bytes: a.mutable_bytes as f64,
-            sources: a
-                .sources
-                .iter()
-                .map(|s| SourceDescription {
-                    key: s.key,
-                    name: s.name.clone(),
-                    kind: s.kind.as_str().to_owned(),
-                    binding: s.binding.as_str().to_owned(),
-                    dtype: s.tensor.dtype.as_str().to_owned(),
-                    shape: shape(&s.tensor),
-                    strides: s.tensor.strides.iter().map(|&d| d as f64).collect(),
-                    offset: s.tensor.offset as f64,
-                    element_count: s.tensor.element_count as f64,
-                    byte_count: s.tensor.byte_count as f64,
-                    logical_count: s.tensor.logical_count as f64,
-                    identity: s.tensor.is_identity(),
-                })
-                .collect(),
-            outputs: a
-                .outputs
-                .iter()
-                .map(|o| OutputDescription {
-                    dtype: o.dtype.as_str().to_owned(),
-                    shape: shape(o),
-                    element_count: o.element_count as f64,
-                    byte_count: o.byte_count as f64,
-                })
-                .collect(),
-        })
+        Ok(describe_signature(&crate::isolate::Signature::of(&*self.artifact()?)))
     }
 
     /// A new instance; `offload` ('auto', 'always', 'never') rules its async runs.
@@ -173,6 +138,42 @@ impl NativeArtifact {
     #[napi]
     pub fn stage(&self, staged: &NativeStaged, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
         stage_copy(&*self.artifact()?, staged, index, &values)
+    }
+}
+
+/// What `describe()` gives JavaScript, from an artifact's signature (loaded here, or reported
+/// by an isolated instance's host process).
+fn describe_signature(a: &crate::isolate::Signature) -> ArtifactDescription {
+    ArtifactDescription {
+        path: a.path.clone(),
+        abi_version: ABI_VERSION,
+        fingerprint_hex: format!("{:#018x}", a.fingerprint),
+        runtime_size: a.runtime_size as f64,
+        runtime_alignment: a.runtime_alignment as f64,
+        mutable_bytes: a.mutable_bytes as f64,
+        sources: a
+            .sources
+            .iter()
+            .map(|s| SourceDescription {
+                key: s.key,
+                name: s.name.clone(),
+                kind: s.kind.as_str().to_owned(),
+                binding: s.binding.as_str().to_owned(),
+                dtype: s.tensor.dtype.as_str().to_owned(),
+                shape: shape(&s.tensor),
+                strides: s.tensor.strides.iter().map(|&d| d as f64).collect(),
+                offset: s.tensor.offset as f64,
+                element_count: s.tensor.element_count as f64,
+                byte_count: s.tensor.byte_count as f64,
+                logical_count: s.tensor.logical_count as f64,
+                identity: s.tensor.is_identity(),
+            })
+            .collect(),
+        outputs: a
+            .outputs
+            .iter()
+            .map(|o| OutputDescription { dtype: o.dtype.as_str().to_owned(), shape: shape(o), element_count: o.element_count as f64, byte_count: o.byte_count as f64 })
+            .collect(),
     }
 }
 

@@ -423,3 +423,36 @@ pub fn undefined(env: sys::napi_env) -> sys::napi_value {
     unsafe { sys::napi_get_undefined(env, &mut value) };
     value
 }
+
+unsafe extern "C" fn release_region(_env: sys::napi_env, _data: *mut std::ffi::c_void, hint: *mut std::ffi::c_void) {
+    // SAFETY: `hint` is the Box made in `region_buffer` for this buffer; V8 calls this once.
+    drop(unsafe { Box::from_raw(hint.cast::<std::sync::Arc<super::process::SharedRegion>>()) });
+}
+
+/// On the JS thread: an external ArrayBuffer over an isolated instance's shared region. Its
+/// finalizer holds a share of the mapping, so no view outlives it; `None` where the host
+/// forbids external buffers.
+pub fn region_buffer(env: sys::napi_env, region: &std::sync::Arc<super::process::SharedRegion>) -> napi::Result<Option<sys::napi_value>> {
+    let hint = Box::into_raw(Box::new(region.clone()));
+    let mut buffer = std::ptr::null_mut();
+    // SAFETY: the mapping is valid for `len` bytes while the Arc in `hint` lives, and
+    // `release_region` drops that Arc only when V8 collects the buffer.
+    let status = unsafe { sys::napi_create_external_arraybuffer(env, region.as_ptr().cast(), region.len(), Some(release_region), hint.cast(), &mut buffer) };
+    if status == sys::Status::napi_ok {
+        return Ok(Some(buffer));
+    }
+    // SAFETY: V8 did not take `hint` (the call failed), so it is still ours to drop.
+    drop(unsafe { Box::from_raw(hint) });
+    if status == sys::Status::napi_no_external_buffers_allowed {
+        return Ok(None);
+    }
+    Err(napi::Error::new(napi::Status::from(status), "cannot create an external ArrayBuffer"))
+}
+
+/// On the JS thread: a number.
+pub fn number(env: sys::napi_env, value: f64) -> sys::napi_value {
+    let mut out = std::ptr::null_mut();
+    // SAFETY: called on `env`'s thread with an out-pointer to a local.
+    unsafe { sys::napi_create_double(env, value, &mut out) };
+    out
+}

@@ -3,6 +3,7 @@
 //!
 //! - `library`: the artifact's shared library and its 15 C functions;
 //! - `memory`: aligned allocations and byte/element views of them;
+//! - `process`: the shared region, control socket and host child of isolated instances;
 //! - `runtime`: a live runtime instance inside caller storage, and the storage bound to it;
 //! - `pto_library`: the PTO host library and its six C functions;
 //! - `js` (feature `node`): JavaScript TypedArrays whose memory is lent to an artifact;
@@ -11,6 +12,7 @@
 
 pub mod library;
 pub mod memory;
+pub mod process;
 pub mod pto_library;
 pub mod runtime;
 #[cfg(feature = "node")]

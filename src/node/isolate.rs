@@ -1,0 +1,382 @@
+//! The binding of isolated instances (`isolate: 'process'`): one `NativeIsolate` per
+//! instance, driven by `lib/isolated.js`. Commands are sent from the JavaScript thread; a
+//! wait for one happens there (short spins, synchronous calls) or on the instance's waiter
+//! thread, which settles a promise through a threadsafe function.
+
+use super::{describe_signature, is_storage, js_err, unsupported, ArtifactDescription, Code};
+use crate::abi::DType;
+use crate::dtype::{self, Elements};
+use crate::error::Error;
+use crate::instance::{check_storage, logical_bytes, OutputData};
+use crate::isolate::child::{self, describe_exit, signal_name, Isolated, Live, Outcome};
+use crate::isolate::{MARK_STORAGE, MARK_VALUES};
+use crate::sys::js::{self, JsArray};
+use crate::sys::process::{Exit, SharedRegion};
+use crate::sys::tsfn::{Deferred, Tsfn};
+use napi::bindgen_prelude::{TypedArray, Unknown};
+use napi::Env;
+use napi_derive::napi;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::mpsc::{channel, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Outcome codes `wait` and `waitSync` give JavaScript.
+const DONE: u32 = 0;
+const EXITED: u32 = 1;
+const TIMEOUT: u32 = 2;
+const MEMORY: u32 = 3;
+
+struct WaitJob {
+    live: Arc<Live>,
+    region: Arc<SharedRegion>,
+    seq: u32,
+    until: Option<Instant>,
+    max_rss: Option<u64>,
+    deferred: Deferred,
+}
+
+struct WaitDone {
+    outcome: Outcome,
+    stderr: String,
+    deferred: Deferred,
+}
+
+/// The waiter thread and the way back from it.
+struct Waiter {
+    jobs: Sender<WaitJob>,
+    tsfn: Arc<Tsfn<WaitDone>>,
+}
+
+/// What the last wait that did not end in `Done` saw, for `lastExit()`.
+#[derive(Default)]
+struct LastExit {
+    signal: Option<i32>,
+    code: Option<i32>,
+    stderr: String,
+    rss: Option<u64>,
+}
+
+#[napi(object)]
+pub struct ExitInfo {
+    pub signal: Option<String>,
+    pub exit_code: Option<i32>,
+    pub stderr: String,
+    pub resident_bytes: Option<f64>,
+    pub description: String,
+}
+
+#[napi]
+pub struct NativeIsolate {
+    inner: RefCell<Option<Isolated>>,
+    waiter: RefCell<Option<Waiter>>,
+    last: Rc<RefCell<LastExit>>,
+    /// Waits handed to the waiter thread and not settled: the event loop stays alive for them.
+    outstanding: Rc<Cell<usize>>,
+}
+
+fn ms(v: f64) -> Option<Duration> {
+    (v.is_finite() && v > 0.0).then(|| Duration::from_secs_f64(v / 1000.0))
+}
+
+fn code_of(outcome: &Outcome) -> u32 {
+    match outcome {
+        Outcome::Done => DONE,
+        Outcome::Exited(_) => EXITED,
+        Outcome::Timeout => TIMEOUT,
+        Outcome::Memory(_) => MEMORY,
+    }
+}
+
+fn record(last: &RefCell<LastExit>, outcome: &Outcome, stderr: String) {
+    let mut l = last.borrow_mut();
+    *l = LastExit { stderr, ..LastExit::default() };
+    match outcome {
+        Outcome::Exited(Exit::Signal(s)) => l.signal = Some(*s),
+        Outcome::Exited(Exit::Code(c)) => l.code = Some(*c),
+        Outcome::Timeout => l.signal = Some(libc::SIGKILL),
+        Outcome::Memory(rss) => {
+            l.signal = Some(libc::SIGKILL);
+            l.rss = Some(*rss);
+        }
+        Outcome::Done => {}
+    }
+}
+
+impl NativeIsolate {
+    fn with<R>(&self, f: impl FnOnce(&mut Isolated) -> Result<R, Error>) -> napi::Result<R, Code> {
+        let mut inner = self.inner.borrow_mut();
+        let iso = inner.as_mut().ok_or_else(|| js_err(Error::Closed))?;
+        f(iso).map_err(js_err)
+    }
+
+    fn waiter(&self, env: &Env) -> napi::Result<(Sender<WaitJob>, Arc<Tsfn<WaitDone>>), Code> {
+        if let Some(w) = self.waiter.borrow().as_ref() {
+            return Ok((w.jobs.clone(), w.tsfn.clone()));
+        }
+        let (last, outstanding) = (self.last.clone(), self.outstanding.clone());
+        let handler = Box::new(move |env: napi::sys::napi_env, done: WaitDone| {
+            record(&last, &done.outcome, done.stderr);
+            outstanding.set(outstanding.get().saturating_sub(1));
+            done.deferred.resolve(env, js::number(env, f64::from(code_of(&done.outcome))));
+        });
+        let tsfn = Arc::new(
+            Tsfn::create(env.raw(), 2, handler).map_err(|s| napi::Error::new(Code("ERR_ZGC_NAPI"), format!("cannot create a threadsafe function (status {s})")))?,
+        );
+        let (jobs, queue) = channel::<WaitJob>();
+        let thread_tsfn = tsfn.clone();
+        let spawned = std::thread::Builder::new().name("zgc-isolate-wait".into()).spawn(move || {
+            for job in queue {
+                let outcome = child::wait(&job.live, &job.region, job.seq, Duration::ZERO, job.until, job.max_rss);
+                let stderr = if outcome == Outcome::Done { String::new() } else { job.live.process.stderr_tail(4000) };
+                drop(job.live);
+                if let Err(lost) = thread_tsfn.send(WaitDone { outcome, stderr, deferred: job.deferred }) {
+                    // The environment is going away: nothing can be settled.
+                    std::mem::forget(lost);
+                }
+            }
+            thread_tsfn.release();
+        });
+        if spawned.is_err() {
+            tsfn.release();
+            tsfn.release();
+            return Err(js_err(Error::Host { path: String::new(), reason: "cannot start a waiter thread".into() }));
+        }
+        *self.waiter.borrow_mut() = Some(Waiter { jobs: jobs.clone(), tsfn: tsfn.clone() });
+        Ok((jobs, tsfn))
+    }
+}
+
+#[napi]
+impl NativeIsolate {
+    /// Starts the host child for `path` (blocking until it has loaded and validated the
+    /// artifact, or `start_timeout_ms`).
+    #[napi(factory)]
+    pub fn start(host: String, path: String, start_timeout_ms: f64) -> napi::Result<NativeIsolate, Code> {
+        let timeout = ms(start_timeout_ms).unwrap_or(Duration::from_secs(30));
+        let iso = Isolated::start(&host, &path, timeout).map_err(js_err)?;
+        Ok(NativeIsolate { inner: RefCell::new(Some(iso)), waiter: RefCell::new(None), last: Rc::default(), outstanding: Rc::default() })
+    }
+
+    #[napi]
+    pub fn describe(&self) -> napi::Result<ArtifactDescription, Code> {
+        self.with(|iso| Ok(describe_signature(&iso.signature)))
+    }
+
+    #[napi(getter)]
+    pub fn pid(&self) -> Option<u32> {
+        self.inner.borrow().as_ref().and_then(Isolated::pid)
+    }
+
+    /// Checks `values` for source `index` as an in-process instance would and writes them
+    /// into its input slot, for the next command.
+    #[napi]
+    pub fn write(&self, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
+        let values = JsArray::of(&values);
+        self.with(|iso| {
+            let index = index as usize;
+            let source = iso.signature.sources.get(index).ok_or_else(|| Error::UnknownSource { name: format!("#{index}"), known: String::new() })?.clone();
+            let view = values.view().ok_or_else(|| unsupported(&source, &values))?;
+            if is_storage(&source, &values) {
+                let bytes: &[u8] = match view {
+                    Elements::F32(v) => crate::sys::memory::bytes_of(v),
+                    Elements::F64(v) => crate::sys::memory::bytes_of(v),
+                    Elements::U16(v) => crate::sys::memory::bytes_of(v),
+                    Elements::I8(v) => crate::sys::memory::bytes_of(v),
+                    Elements::U8(v) => v,
+                };
+                check_storage(&source, &values.class_name(), bytes.len())?;
+                if let (DType::Bool, Elements::U8(v)) = (source.tensor.dtype, view) {
+                    dtype::check_bool(&source.name, v)?;
+                }
+                iso.write_input(index, bytes, MARK_STORAGE);
+            } else {
+                let bytes = logical_bytes(&source, view)?;
+                iso.write_input(index, &bytes, MARK_VALUES);
+            }
+            Ok(())
+        })
+    }
+
+    /// Forgets inputs written for a command that will not be sent.
+    #[napi]
+    pub fn clear_marks(&self) -> napi::Result<(), Code> {
+        self.with(|iso| {
+            iso.clear_marks();
+            Ok(())
+        })
+    }
+
+    /// Sends a command (1 run, 2 set, 3 storage of source `arg`); returns its number.
+    #[napi]
+    pub fn begin(&self, cmd: u32, arg: u32) -> napi::Result<u32, Code> {
+        self.with(|iso| iso.begin(cmd, arg))
+    }
+
+    /// Whether command `seq` is done, after spinning for at most `spin_us` on this thread.
+    #[napi]
+    pub fn poll(&self, seq: u32, spin_us: f64) -> napi::Result<bool, Code> {
+        let region = self.with(|iso| Ok(iso.region.clone()))?;
+        let done = || region.word(crate::isolate::DONE).load(std::sync::atomic::Ordering::Acquire) == seq;
+        Ok(crate::sys::process::spin_until(done, Duration::from_secs_f64(spin_us.max(0.0) / 1e6)))
+    }
+
+    /// Waits on this thread for command `seq`: 0 done, 1 the child died, 2 timed out, 3 over
+    /// its memory cap (the child killed for the last two).
+    #[napi]
+    pub fn wait_sync(&self, seq: u32, timeout_ms: f64, max_rss: f64) -> napi::Result<u32, Code> {
+        let (live, region) = self.with(|iso| Ok((iso.live(), iso.region.clone())))?;
+        let Some(live) = live else { return Err(js_err(Error::Closed)) };
+        let until = ms(timeout_ms).map(|d| Instant::now() + d);
+        let cap = (max_rss > 0.0).then_some(max_rss as u64);
+        let outcome = child::wait(&live, &region, seq, Duration::ZERO, until, cap);
+        let stderr = if outcome == Outcome::Done { String::new() } else { live.process.stderr_tail(4000) };
+        record(&self.last, &outcome, stderr);
+        Ok(code_of(&outcome))
+    }
+
+    /// `wait_sync` on the waiter thread: a promise of the same code.
+    #[napi]
+    pub fn wait<'env>(&self, env: &'env Env, seq: u32, timeout_ms: f64, max_rss: f64) -> napi::Result<Unknown<'env>, Code> {
+        let (live, region) = self.with(|iso| Ok((iso.live(), iso.region.clone())))?;
+        let Some(live) = live else { return Err(js_err(Error::Closed)) };
+        let (jobs, tsfn) = self.waiter(env)?;
+        let (deferred, promise) = Deferred::new(env.raw()).map_err(|s| napi::Error::new(Code("ERR_ZGC_NAPI"), format!("cannot create a promise (status {s})")))?;
+        let until = ms(timeout_ms).map(|d| Instant::now() + d);
+        let cap = (max_rss > 0.0).then_some(max_rss as u64);
+        if let Err(lost) = jobs.send(WaitJob { live, region, seq, until, max_rss: cap, deferred }) {
+            lost.0.deferred.reject(env.raw(), js::error_object(env.raw(), "ERR_ZGC_CLOSED", "runtime is closed"));
+        } else {
+            if self.outstanding.get() == 0 {
+                tsfn.keep_loop(env.raw(), true);
+            }
+            self.outstanding.set(self.outstanding.get() + 1);
+        }
+        Ok(unsafe_unknown(env, promise))
+    }
+
+    /// Lets the event loop end while no wait is outstanding (called by the facade after each).
+    #[napi]
+    pub fn idle(&self, env: &Env) {
+        if self.outstanding.get() == 0 {
+            if let Some(w) = self.waiter.borrow().as_ref() {
+                w.tsfn.keep_loop(env.raw(), false);
+            }
+        }
+    }
+
+    /// How the child ended, as the last wait saw it.
+    #[napi]
+    pub fn last_exit(&self) -> ExitInfo {
+        let l = self.last.borrow();
+        let description = match (l.rss, l.signal, l.code) {
+            (Some(rss), _, _) => format!("was killed at {} MiB of resident memory", rss >> 20),
+            (None, Some(s), _) => describe_exit(&Exit::Signal(s)),
+            (None, None, Some(c)) => describe_exit(&Exit::Code(c)),
+            _ => String::new(),
+        };
+        ExitInfo {
+            signal: l.signal.map(|s| signal_name(s).to_owned()),
+            exit_code: l.code,
+            stderr: l.stderr.clone(),
+            resident_bytes: l.rss.map(|r| r as f64),
+            description,
+        }
+    }
+
+    /// The child's answer to the last command: throws the error it reported.
+    #[napi]
+    pub fn answer(&self) -> napi::Result<(), Code> {
+        self.with(|iso| iso.answer())
+    }
+
+    /// Every output of the last run, in new arrays (f16 decoded unless `f16_bits`).
+    #[napi]
+    pub fn outputs<'env>(&self, env: &'env Env, f16_bits: bool) -> napi::Result<Vec<Unknown<'env>>, Code> {
+        let count = self.with(|iso| Ok(iso.signature.outputs.len()))?;
+        (0..count).map(|i| self.output(env, i as u32, f16_bits)).collect()
+    }
+
+    #[napi]
+    pub fn output<'env>(&self, env: &'env Env, index: u32, f16_bits: bool) -> napi::Result<Unknown<'env>, Code> {
+        let data = self.with(|iso| {
+            let info = iso.signature.outputs.get(index as usize).ok_or(Error::OutputIndex { index: i64::from(index), count: iso.signature.outputs.len() })?;
+            let n = info.logical_count;
+            let mut bytes = vec![0u8; info.byte_count];
+            iso.read_output(index as usize, &mut bytes);
+            Ok(match info.dtype {
+                DType::F32 => OutputData::F32(bytes.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect()),
+                DType::F16 => {
+                    let bits: Vec<u16> = bytes.chunks_exact(2).map(|c| u16::from_ne_bytes([c[0], c[1]])).collect();
+                    if f16_bits {
+                        OutputData::U16(bits)
+                    } else {
+                        let mut out = vec![0.0f32; n];
+                        dtype::decode_f16(&bits, &mut out);
+                        OutputData::F32(out)
+                    }
+                }
+                DType::I8 => OutputData::I8(bytes.iter().map(|&b| b as i8).collect()),
+                DType::Bool => OutputData::U8(bytes),
+            })
+        })?;
+        let value = js::output_value(env.raw(), data).map_err(super::napi_err)?;
+        Ok(unsafe_unknown(env, value))
+    }
+
+    /// An ArrayBuffer over the whole shared region (null where external buffers are forbidden).
+    #[napi]
+    pub fn region<'env>(&self, env: &'env Env) -> napi::Result<Option<Unknown<'env>>, Code> {
+        let region = self.with(|iso| Ok(iso.region.clone()))?;
+        Ok(js::region_buffer(env.raw(), &region).map_err(super::napi_err)?.map(|v| unsafe_unknown(env, v)))
+    }
+
+    /// `[byteOffset, byteLength]` of source `index`'s storage slot in the region.
+    #[napi]
+    pub fn storage_slot(&self, index: u32) -> napi::Result<Vec<f64>, Code> {
+        self.with(|iso| {
+            let (at, len) = *iso.layout.storage.get(index as usize).ok_or(Error::Value { name: format!("#{index}"), detail: "no such source".into() })?;
+            Ok(vec![at as f64, len as f64])
+        })
+    }
+
+    /// Kills the child now (a timeout or abort mid-run); the wait on it reports its death.
+    #[napi]
+    pub fn kill(&self) {
+        if let Some(live) = self.inner.borrow().as_ref().and_then(Isolated::live) {
+            live.process.kill();
+        }
+    }
+
+    /// Starts a new child on the same region (after a death); blocks until it has loaded.
+    #[napi]
+    pub fn respawn(&self, start_timeout_ms: f64) -> napi::Result<(), Code> {
+        let timeout = ms(start_timeout_ms).unwrap_or(Duration::from_secs(30));
+        self.with(|iso| iso.respawn(timeout))
+    }
+
+    /// Ends the child and the waiter thread; the region goes with the last view of it.
+    #[napi]
+    pub fn close(&self) {
+        if let Some(iso) = self.inner.borrow_mut().take() {
+            if let Some(live) = iso.live() {
+                live.process.kill();
+            }
+        }
+        if let Some(w) = self.waiter.borrow_mut().take() {
+            drop(w.jobs);
+            w.tsfn.release();
+        }
+    }
+}
+
+impl Drop for NativeIsolate {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn unsafe_unknown<'env>(env: &'env Env, value: napi::sys::napi_value) -> Unknown<'env> {
+    super::unknown(env, value)
+}
