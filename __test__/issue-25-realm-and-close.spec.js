@@ -115,8 +115,8 @@ describe('options objects refuse unknown keys, naming the nearest valid one', ()
   const refused = (call, message) => expect(call).toThrow(new TypeError(message));
 
   test('load, run, runAsync', async () => {
-    refused(() => load(fixture('add'), { ofload: 'always' }), 'load() has no option "ofload" (did you mean "offload"?); it takes f16, offload');
-    refused(() => load(fixture('add'), { f16s: 'bits' }), 'load() has no option "f16s" (did you mean "f16"?); it takes f16, offload');
+    refused(() => load(fixture('add'), { ofload: 'always' }), 'load() has no option "ofload" (did you mean "offload"?); it takes f16, offload, isolate, timeoutMs, maxMemoryMb, startTimeoutMs');
+    refused(() => load(fixture('add'), { f16s: 'bits' }), 'load() has no option "f16s" (did you mean "f16"?); it takes f16, offload, isolate, timeoutMs, maxMemoryMb, startTimeoutMs');
     const rt = load(fixture('add'));
     refused(() => rt.run({}, { int: [] }), 'run() has no option "int" (did you mean "into"?); it takes into');
     await expect(rt.runAsync({}, { signl: null })).rejects.toEqual(new TypeError('runAsync() has no option "signl" (did you mean "signal"?); it takes signal'));
@@ -127,8 +127,8 @@ describe('options objects refuse unknown keys, naming the nearest valid one', ()
   });
 
   test('createPool and pool.run', async () => {
-    refused(() => createPool(fixture('add'), { sise: 2 }), 'createPool() has no option "sise" (did you mean "size"?); it takes size, maxQueue, setup, f16, offload');
-    refused(() => createPool(fixture('add'), { maxqueue: 2 }), 'createPool() has no option "maxqueue" (did you mean "maxQueue"?); it takes size, maxQueue, setup, f16, offload');
+    refused(() => createPool(fixture('add'), { sise: 2 }), 'createPool() has no option "sise" (did you mean "size"?); it takes size, maxQueue, setup, f16, offload, isolate, timeoutMs, maxMemoryMb, startTimeoutMs');
+    refused(() => createPool(fixture('add'), { maxqueue: 2 }), 'createPool() has no option "maxqueue" (did you mean "maxQueue"?); it takes size, maxQueue, setup, f16, offload, isolate, timeoutMs, maxMemoryMb, startTimeoutMs');
     const pool = createPool(fixture('add'), { size: 1 });
     await expect(pool.run({}, { sigal: undefined })).rejects.toEqual(new TypeError('pool.run() has no option "sigal" (did you mean "signal"?); it takes signal'));
     await pool.close();

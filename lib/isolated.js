@@ -48,6 +48,11 @@ function hostPath() {
   }
 }
 
+/** The environment the calling code sees (in Jest, the test's own `process.env`), for a child. */
+function environment() {
+  return Object.entries(process.env).flatMap(([k, v]) => (v === undefined || k.includes('=') ? [] : [`${k}=${v}`]));
+}
+
 function positive(what, value, { integer = false } = {}) {
   if (value === undefined) return undefined;
   if (typeof value !== 'number' || !(value > 0) || (integer && !Number.isInteger(value)) || value === Infinity) {
@@ -120,7 +125,7 @@ class Lane {
     this.counters = counters;
     this.index = index;
     try {
-      this.native = NativeIsolate.start(hostPath(), artifactPath, options.startTimeoutMs);
+      this.native = NativeIsolate.start(hostPath(), artifactPath, environment(), options.startTimeoutMs);
     } catch (err) {
       throw fromNative(err);
     }
@@ -179,9 +184,9 @@ class Lane {
     return this.options.maxMemoryMb ? this.options.maxMemoryMb * 1024 * 1024 : 0;
   }
 
-  write(index, array) {
+  write(index, array, asStorage = false) {
     try {
-      this.native.write(index, array);
+      this.native.write(index, array, asStorage);
     } catch (err) {
       this.native.clearMarks();
       throw fromNative(err);
@@ -199,7 +204,7 @@ class Lane {
   bind(index, array) {
     this.ready();
     // Checked now, as in-process; copied into the child at each run's start.
-    this.write(index, array);
+    this.write(index, array, true);
     this.native.clearMarks();
     this.binds.set(index, array);
     this.storageViews.delete(index);
@@ -210,7 +215,7 @@ class Lane {
     const source = this.sources[index];
     if (source.binding !== 'bound') {
       // The same refusal as in-process (a storage array that no binding takes).
-      this.write(index, new STORAGE_ARRAYS[source.dtype](source.elementCount));
+      this.write(index, new STORAGE_ARRAYS[source.dtype](source.elementCount), true);
     }
     if (this.region === null) this.region = this.native.region();
     if (this.region === null) throw new ZgcError('ERR_ZGC_NAPI', 'this host forbids external buffers, which storage() of an isolated runtime needs');
@@ -227,7 +232,7 @@ class Lane {
 
   /** Writes a run's inputs (and bound arrays) into the region. */
   writeInputs(entries) {
-    for (const [index, array] of this.binds) this.write(index, array);
+    for (const [index, array] of this.binds) this.write(index, array, true);
     for (const [index, array] of entries) this.write(index, array);
   }
 
@@ -271,7 +276,7 @@ class Lane {
   tryRestart() {
     if (this.closed) return;
     try {
-      this.native.respawn(this.options.startTimeoutMs);
+      this.native.respawn(environment(), this.options.startTimeoutMs);
       this.replay();
     } catch (err) {
       this.counters.startFailures++;

@@ -35,9 +35,10 @@ function didYouMean(given, valid) {
 }
 
 /** Throws a TypeError naming the first own key of `options` that is not in `valid`. */
-function refuseUnknownKeys(what, options, valid) {
+function refuseUnknownKeys(what, options, valid, elsewhere = {}) {
   for (const key of Object.keys(options)) {
     if (!valid.includes(key)) {
+      if (Object.hasOwn(elsewhere, key)) throw new TypeError(`${what} option ${key} ${elsewhere[key]}`);
       throw new TypeError(`${what} has no option ${JSON.stringify(key)}${didYouMean(key, valid)}; it takes ${valid.join(', ')}`);
     }
   }

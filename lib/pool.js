@@ -1,7 +1,7 @@
 'use strict';
 
 const os = require('node:os');
-const { Runtime, openArtifact, checkOptions, kRunInline, kHandle, submit, statsOf, resolvePath } = require('./runtime');
+const { Runtime, openArtifact, checkOptions, kRunInline, kHandle, submit, statsOf, resolvePath, IN_PROCESS_ONLY } = require('./runtime');
 const { IsolatedPool, isolationOptions } = require('./isolated');
 const { ZgcError } = require('./errors');
 const { NativePool } = require('./native');
@@ -90,7 +90,7 @@ class Pool {
   run(inputs, options) {
     try {
       if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');
-      if (options !== undefined && options !== null) refuseUnknownKeys('pool.run()', options, ['signal']);
+      if (options !== undefined && options !== null) refuseUnknownKeys('pool.run()', options, ['signal'], IN_PROCESS_ONLY);
       const signal = options === undefined || options === null ? undefined : options.signal;
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('pool.run option signal must be an AbortSignal');
       if (signal && signal.aborted) throw signal.reason;

@@ -71,6 +71,8 @@ function resolvePath(p) {
 }
 
 const OFFLOAD = ['auto', 'always', 'never'];
+/** Run options only an isolated instance has, refused in-process with the reason. */
+const IN_PROCESS_ONLY = { timeoutMs: "needs isolate: 'process' (an in-process run cannot be stopped midway; see docs/isolation.md)" };
 const LOAD_OPTIONS = ['f16', 'offload', 'isolate', 'timeoutMs', 'maxMemoryMb', 'startTimeoutMs'];
 
 function checkOptions(options) {
@@ -424,7 +426,7 @@ class Runtime {
   runAsync(inputs, options) {
     try {
       if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'runtime is closed');
-      if (options !== undefined && options !== null) refuseUnknownKeys('runAsync()', options, ['signal']);
+      if (options !== undefined && options !== null) refuseUnknownKeys('runAsync()', options, ['signal'], IN_PROCESS_ONLY);
       const signal = options === undefined || options === null ? undefined : options.signal;
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('runAsync option signal must be an AbortSignal');
       // abort() without a reason gives the signal a DOMException AbortError.
@@ -605,4 +607,4 @@ function load(artifact, options) {
   return new Runtime(openArtifact(artifact), options && { f16: options.f16, offload: options.offload });
 }
 
-module.exports = { load, Runtime, openArtifact, checkOptions, kRunInline, kHandle, kTensors, submit, statsOf, resolvePath };
+module.exports = { IN_PROCESS_ONLY, load, Runtime, openArtifact, checkOptions, kRunInline, kHandle, kTensors, submit, statsOf, resolvePath };

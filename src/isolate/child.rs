@@ -46,10 +46,10 @@ fn host_error(path: &str, reason: impl Into<String>) -> Error {
 }
 
 /// Starts a host for `path`, reads its hello: the artifact's signature, or its load error.
-fn spawn_child(host: &str, path: &str, timeout: Duration) -> Result<(Live, Signature)> {
+fn spawn_child(host: &str, path: &str, env: &[String], timeout: Duration) -> Result<(Live, Signature)> {
     let (mine, theirs) = Channel::pair().map_err(|e| host_error(path, format!("cannot make a socket: {e}")))?;
     let args = [std::process::id().to_string(), path.to_owned()];
-    let process = HostProcess::spawn(host, &args, theirs.into_fd()).map_err(|e| host_error(path, format!("cannot start the host program {host}: {e}")))?;
+    let process = HostProcess::spawn(host, &args, env, theirs.into_fd()).map_err(|e| host_error(path, format!("cannot start the host program {host}: {e}")))?;
     let live = Live { process, channel: mine };
     let until = Instant::now() + timeout;
     let died = |live: &Live, what: &str| {
@@ -133,8 +133,9 @@ pub fn signal_name(signal: i32) -> &'static str {
 
 impl Isolated {
     /// Starts the first host child for `path` and gives it a new region.
-    pub fn start(host: &str, path: &str, timeout: Duration) -> Result<Isolated> {
-        let (live, signature) = spawn_child(host, path, timeout)?;
+    /// `env`: the child's environment (`KEY=value`), the one the caller's JavaScript sees.
+    pub fn start(host: &str, path: &str, env: &[String], timeout: Duration) -> Result<Isolated> {
+        let (live, signature) = spawn_child(host, path, env, timeout)?;
         let layout = Layout::of(&signature, process::page_size())?;
         let region = SharedRegion::create("zgc-runtime-region", layout.len)
             .map_err(|e| Error::OutOfMemory { what: format!("the shared region of {path} ({e})"), bytes: layout.len, alignment: process::page_size() })?;
@@ -152,12 +153,12 @@ impl Isolated {
 
     /// Replaces a dead (or killed) child by a new one on the same region: storage handed out
     /// stays valid and keeps its contents; the artifact's own state starts afresh.
-    pub fn respawn(&mut self, timeout: Duration) -> Result<()> {
+    pub fn respawn(&mut self, env: &[String], timeout: Duration) -> Result<()> {
         if let Some(old) = self.live.take() {
             old.process.kill();
             old.process.reap();
         }
-        let (live, signature) = spawn_child(&self.host, &self.signature.path, timeout)?;
+        let (live, signature) = spawn_child(&self.host, &self.signature.path, env, timeout)?;
         if signature != self.signature {
             live.process.kill();
             return Err(host_error(&self.signature.path, "the artifact changed on disk since it was loaded; load it again"));

@@ -150,12 +150,12 @@ impl NativeIsolate {
 
 #[napi]
 impl NativeIsolate {
-    /// Starts the host child for `path` (blocking until it has loaded and validated the
-    /// artifact, or `start_timeout_ms`).
+    /// Starts the host child for `path` with environment `env` (blocking until it has loaded
+    /// and validated the artifact, or `start_timeout_ms`).
     #[napi(factory)]
-    pub fn start(host: String, path: String, start_timeout_ms: f64) -> napi::Result<NativeIsolate, Code> {
+    pub fn start(host: String, path: String, env: Vec<String>, start_timeout_ms: f64) -> napi::Result<NativeIsolate, Code> {
         let timeout = ms(start_timeout_ms).unwrap_or(Duration::from_secs(30));
-        let iso = Isolated::start(&host, &path, timeout).map_err(js_err)?;
+        let iso = Isolated::start(&host, &path, &env, timeout).map_err(js_err)?;
         Ok(NativeIsolate { inner: RefCell::new(Some(iso)), waiter: RefCell::new(None), last: Rc::default(), outstanding: Rc::default() })
     }
 
@@ -172,13 +172,14 @@ impl NativeIsolate {
     /// Checks `values` for source `index` as an in-process instance would and writes them
     /// into its input slot, for the next command.
     #[napi]
-    pub fn write(&self, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
+    /// `as_storage`: the array is the source's physical storage (`bind()`), whatever its layout.
+    pub fn write(&self, index: u32, values: TypedArray<'_>, as_storage: bool) -> napi::Result<(), Code> {
         let values = JsArray::of(&values);
         self.with(|iso| {
             let index = index as usize;
             let source = iso.signature.sources.get(index).ok_or_else(|| Error::UnknownSource { name: format!("#{index}"), known: String::new() })?.clone();
             let view = values.view().ok_or_else(|| unsupported(&source, &values))?;
-            if is_storage(&source, &values) {
+            if as_storage || is_storage(&source, &values) {
                 let bytes: &[u8] = match view {
                     Elements::F32(v) => crate::sys::memory::bytes_of(v),
                     Elements::F64(v) => crate::sys::memory::bytes_of(v),
@@ -351,9 +352,9 @@ impl NativeIsolate {
 
     /// Starts a new child on the same region (after a death); blocks until it has loaded.
     #[napi]
-    pub fn respawn(&self, start_timeout_ms: f64) -> napi::Result<(), Code> {
+    pub fn respawn(&self, env: Vec<String>, start_timeout_ms: f64) -> napi::Result<(), Code> {
         let timeout = ms(start_timeout_ms).unwrap_or(Duration::from_secs(30));
-        self.with(|iso| iso.respawn(timeout))
+        self.with(|iso| iso.respawn(&env, timeout))
     }
 
     /// Ends the child and the waiter thread; the region goes with the last view of it.

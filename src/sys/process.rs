@@ -373,7 +373,8 @@ pub struct HostProcess {
 impl HostProcess {
     /// Starts `program args` with `stdin` as its control socket and stderr captured, by
     /// posix_spawn (a fork would copy the page tables of a large Node heap first).
-    pub fn spawn(program: &str, args: &[String], stdin: OwnedFd) -> IoResult<HostProcess> {
+    /// `env` (`KEY=value` entries) is its whole environment.
+    pub fn spawn(program: &str, args: &[String], env: &[String], stdin: OwnedFd) -> IoResult<HostProcess> {
         // SAFETY: a valid C string literal.
         let stderr = cvt(unsafe { libc::memfd_create(c"zgc-host-stderr".as_ptr(), libc::MFD_CLOEXEC) })?;
         // SAFETY: just created, ours alone.
@@ -384,7 +385,10 @@ impl HostProcess {
         }
         let mut argv: Vec<*mut libc::c_char> = argv_c.iter().map(|c| c.as_ptr() as *mut _).collect();
         argv.push(std::ptr::null_mut());
-        let pid = spawn_raw(&argv_c[0], &argv, stdin.as_raw_fd(), stderr.as_raw_fd())?;
+        let env_c = env.iter().filter_map(|e| CString::new(e.as_str()).ok()).collect::<Vec<_>>();
+        let mut envp: Vec<*mut libc::c_char> = env_c.iter().map(|c| c.as_ptr() as *mut _).collect();
+        envp.push(std::ptr::null_mut());
+        let pid = spawn_raw(&argv_c[0], &argv, &envp, stdin.as_raw_fd(), stderr.as_raw_fd())?;
         drop(stdin);
         // SAFETY: pidfd_open on the pid we just spawned and have not reaped (so it is ours).
         let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
@@ -479,11 +483,11 @@ impl Drop for HostProcess {
     }
 }
 
-fn spawn_raw(path: &CStr, argv: &[*mut libc::c_char], stdin: RawFd, stderr: RawFd) -> IoResult<libc::pid_t> {
+fn spawn_raw(path: &CStr, argv: &[*mut libc::c_char], envp: &[*mut libc::c_char], stdin: RawFd, stderr: RawFd) -> IoResult<libc::pid_t> {
     let devnull = c"/dev/null";
     let mut pid = 0;
     // SAFETY: the file-actions object is initialised before use and destroyed after; every
-    // pointer passed (path, argv, environ) is a NUL-terminated C string or array that
+    // pointer passed (path, argv, envp) is a NUL-terminated C string or array that
     // outlives the call; posix_spawn applies the dup2s in the child only.
     unsafe {
         let mut actions = std::mem::MaybeUninit::<libc::posix_spawn_file_actions_t>::uninit();
@@ -500,10 +504,7 @@ fn spawn_raw(path: &CStr, argv: &[*mut libc::c_char], stdin: RawFd, stderr: RawF
             r = libc::posix_spawn_file_actions_adddup2(&mut actions, stderr, 2);
         }
         if r == 0 {
-            extern "C" {
-                static environ: *const *mut libc::c_char;
-            }
-            r = libc::posix_spawn(&mut pid, path.as_ptr(), &actions, std::ptr::null(), argv.as_ptr(), environ);
+            r = libc::posix_spawn(&mut pid, path.as_ptr(), &actions, std::ptr::null(), argv.as_ptr(), envp.as_ptr());
         }
         libc::posix_spawn_file_actions_destroy(&mut actions);
         if r != 0 {
