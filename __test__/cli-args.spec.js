@@ -84,7 +84,7 @@ describe('serve', () => {
     expect(
       parseServeArgs([
         'a=x.so', '--port', '0', 'repo', '--host=0.0.0.0', '--pool-size', '3', '--max-queue=0', '--timeout-ms', '0',
-        '--max-body', '100', '--poll-ms=250', '--shutdown-timeout-ms', '5000',
+        '--max-body', '100', '--poll-ms=250', '--shutdown-timeout-ms', '5000', '--isolate', 'process',
       ]),
     ).toEqual({
       command: 'serve',
@@ -97,6 +97,7 @@ describe('serve', () => {
       maxBody: 100,
       pollMs: 250,
       shutdownTimeoutMs: 5000,
+      isolate: 'process',
     });
     expect(parseServeArgs(['m', '--port', '65535']).port).toBe(65535);
   });
@@ -118,6 +119,7 @@ describe('serve', () => {
     [['--timeout-ms', '1.5'], `--timeout-ms must be ${integer(0)}, got "1.5"`],
     [['--poll-ms', ''], `--poll-ms must be ${integer(0)}, got ""`],
     [['--shutdown-timeout-ms', '1e400'], `--shutdown-timeout-ms must be ${integer(0)}, got "1e400"`],
+    [['--isolate', 'thread'], '--isolate must be none or process, got "thread"'],
     [['--max-body', '0'], `--max-body must be ${SIZE_RULE}, at least 1 byte, got "0"`],
     [['--max-body', '5x'], `--max-body must be ${SIZE_RULE}, at least 1 byte, got "5x"`],
     [['--max-body', 'k'], `--max-body must be ${SIZE_RULE}, at least 1 byte, got "k"`],
@@ -128,10 +130,10 @@ describe('serve', () => {
     [['--port', '8k'], '--port must be a port from 0 to 65535, got "8k"'],
     [['--pool-size=2k'], `--pool-size must be ${integer(1)}, got "2k"`],
     [['--timeout-ms', '1m'], `--timeout-ms must be ${integer(0)}, got "1m"`],
-    [['--prot', '80'], 'serve does not take "--prot" (did you mean "--port"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms)'],
-    [['--maxbody=1m'], 'serve does not take "--maxbody=1m" (did you mean "--max-body"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms)'],
-    [['--verbose'], 'serve does not take "--verbose" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms)'],
-    [['--colour=red'], 'serve does not take "--colour=red" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms)'],
+    [['--prot', '80'], 'serve does not take "--prot" (did you mean "--port"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms, --isolate)'],
+    [['--maxbody=1m'], 'serve does not take "--maxbody=1m" (did you mean "--max-body"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms, --isolate)'],
+    [['--verbose'], 'serve does not take "--verbose" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms, --isolate)'],
+    [['--colour=red'], 'serve does not take "--colour=red" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms, --isolate)'],
     [['--port'], '--port needs a value'],
     [['--host'], '--host needs a value'],
   ])('%j is refused', (flags, message) => {

@@ -393,3 +393,91 @@ describe('no orphans', () => {
     rt.close();
   });
 });
+
+describe('serve: an isolated model next to a healthy one', () => {
+  const http = require('node:http');
+  const { writeModel, listenInProcess } = require('./serve/setup');
+
+  function post(agent, url, body) {
+    return new Promise((resolve, reject) => {
+      const req = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+        let text = '';
+        res.on('data', (d) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode, body: JSON.parse(text || 'null'), reused: req.reusedSocket }));
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify(body));
+    });
+  }
+  const tensor = (name, shape, data) => ({ name, shape, datatype: 'FP32', data });
+
+  test('crashes and hangs answer error statuses with the code; every healthy answer is right; the connection stays usable', async () => {
+    const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-iso-serve-'));
+    writeModel(repo, 'faulty', { 1: 'faulty' }, { instances: 2, isolate: 'process', timeoutMs: 300 });
+    writeModel(repo, 'add', { 1: 'add' }, { instances: 2 });
+    const server = await listenInProcess([repo, '--poll-ms', '0']);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+    try {
+      const next = rng(2626);
+      const jobs = [];
+      for (let i = 0; i < 300; i++) {
+        const a = randomF32(next, 4);
+        const b = randomF32(next, 4);
+        jobs.push(
+          post(agent, `${server.url}/v2/models/add/infer`, { inputs: [tensor('a', [4], Array.from(a)), tensor('b', [4], Array.from(b))] }).then((r) => ({
+            kind: 'add',
+            r,
+            want: Array.from(a, (v, k) => Math.fround(v + b[k])),
+          })),
+        );
+        const mode = i % 10 === 3 ? 1 : i % 10 === 6 ? 2 : i % 50 === 9 ? 4 : 0;
+        const xs = randomF32(next, 4);
+        jobs.push(
+          post(agent, `${server.url}/v2/models/faulty/infer`, { inputs: [tensor('x', [4], Array.from(xs)), tensor('mode', [], [mode]), tensor('id', [], [i])] }).then((r) => ({
+            kind: 'faulty',
+            mode,
+            r,
+            want: expected(xs),
+          })),
+        );
+      }
+      const results = await Promise.all(jobs);
+      let wrong = 0;
+      for (const { kind, mode, r, want } of results) {
+        if (kind === 'add' || mode === 0) {
+          // Floats come as the shortest text that reads back to the same f32.
+          if (r.status !== 200 || JSON.stringify(r.body.outputs[0].data.map(Math.fround)) !== JSON.stringify(want)) wrong++;
+        } else if (mode === 4) {
+          expect(r.status).toBe(504);
+        } else {
+          expect(r).toMatchObject({ status: 500, body: { code: 'ERR_ZGC_INSTANCE_CRASHED' } });
+          expect(r.body.error).toMatch(mode === 1 ? /SIGSEGV/ : /SIGABRT/);
+        }
+      }
+      expect(wrong).toBe(0);
+      // After a crash, the same connection answers the next request.
+      const single = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      const crash = await post(single, `${server.url}/v2/models/faulty/infer`, { inputs: [tensor('x', [4], [1, 2, 3, 4]), tensor('mode', [], [1]), tensor('id', [], [1000])] });
+      const after = await post(single, `${server.url}/v2/models/faulty/infer`, { inputs: [tensor('x', [4], [1, 2, 3, 4]), tensor('mode', [], [0]), tensor('id', [], [1001])] });
+      expect(crash.status).toBe(500);
+      expect(after).toMatchObject({ status: 200, reused: true });
+      expect(after.body.outputs[0].data).toEqual(expected([1, 2, 3, 4]));
+      single.destroy();
+      const ready = await new Promise((resolve) => http.get(`${server.url}/v2/models/faulty/ready`, (res) => resolve(res.statusCode)));
+      expect(ready).toBe(200);
+      const metrics = await new Promise((resolve) => http.get(`${server.url}/metrics`, (res) => {
+        let text = '';
+        res.on('data', (d) => (text += d));
+        res.on('end', () => resolve(text));
+      }));
+      const crashes = Number(/zgc_instance_crashes_total\{model="faulty",version="1"\} (\d+)/.exec(metrics)[1]);
+      expect(crashes).toBe(61);
+      expect(Number(/zgc_instance_restarts_total\{model="faulty",version="1"\} (\d+)/.exec(metrics)[1])).toBeGreaterThanOrEqual(crashes + 6);
+      expect(metrics).toMatch(/zgc_inference_requests_total\{model="faulty",version="1",outcome="instance_crashed"\} 61/);
+      expect(metrics).toMatch(/zgc_instances_alive\{model="add",version="1"\} 2/);
+    } finally {
+      agent.destroy();
+      await server.stop();
+    }
+  }, 60000);
+});

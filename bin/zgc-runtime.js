@@ -29,6 +29,7 @@ commands:
     --max-body SIZE       larger bodies are a 413 (64m; bytes, or k, m, g units)
     --poll-ms N           reload models whose files changed, checked this often (2000; 0: never)
     --shutdown-timeout-ms N  on SIGTERM/SIGINT, how long accepted requests may take (30000)
+    --isolate none|process   run each instance in a process of its own (a model's config.json "isolate" wins; none)
 `;
 
 const { UsageError, parseArgs, readInput, checkInputsGiven } = require('../lib/cli-args');

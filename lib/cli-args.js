@@ -59,6 +59,7 @@ const SERVE_FLAGS = {
   '--max-body': 'maxBody',
   '--poll-ms': 'pollMs',
   '--shutdown-timeout-ms': 'shutdownTimeoutMs',
+  '--isolate': 'isolate',
 };
 
 function parseServeArgs(args) {
@@ -79,6 +80,11 @@ function parseServeArgs(args) {
     }
     if (key === 'host') {
       options.host = value;
+      continue;
+    }
+    if (key === 'isolate') {
+      if (value !== 'none' && value !== 'process') throw new UsageError(`--isolate must be none or process, got ${JSON.stringify(value)}`);
+      options.isolate = value;
       continue;
     }
     // Number('') is 0: an empty value (`--poll-ms=`) is a mistake, not a zero.

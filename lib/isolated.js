@@ -801,6 +801,12 @@ class IsolatedPool {
     return statsOf(this.#counters, this.#dispatch, this.#lanes);
   }
 
+  /** @internal The server's inline path (lib/pool.js): an isolated run never goes inline. */
+  [Symbol.for('zgc.poolRunNow')]() {
+    if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');
+    return undefined;
+  }
+
   run(inputs, options) {
     try {
       if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');

@@ -10,7 +10,7 @@ const { refuseUnknownKeys } = require('./options');
 // Stryker disable next-line StringLiteral: the fallback of hosts before Symbol.asyncDispose (Node < 20.4), none of which we test on
 const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
 /** An inline run's tensors now, or undefined where it must queue: the server's tiny-model path, without a promise. */
-const kRunNow = Symbol('zgc.poolRunNow');
+const kRunNow = Symbol.for('zgc.poolRunNow');
 
 /**
  * `size` runtimes of one artifact (one library, separate instances) behind one `run()`. The

@@ -6,7 +6,7 @@
 
 const client = require('prom-client');
 
-const OUTCOMES = ['success', 'bad_request', 'not_found', 'not_ready', 'too_large', 'queue_full', 'timeout', 'model_error', 'canceled'];
+const OUTCOMES = ['success', 'bad_request', 'not_found', 'not_ready', 'too_large', 'queue_full', 'timeout', 'model_error', 'instance_crashed', 'canceled'];
 
 const DURATION_BOUNDS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
@@ -97,6 +97,23 @@ function createMetrics(repository) {
     });
   figures('zgc_queue_depth', 'Runs waiting for a free instance', (pool) => pool.pending);
   figures('zgc_runs_in_flight', 'Runs executing now', (pool) => pool.inFlight);
+  // Isolated models (isolate: 'process'): what their instances' processes went through.
+  // Counts of a switched-out version's pool stop with it (series may restart from zero).
+  const lifecycle = (name, help, pick) =>
+    new client.Counter({
+      name,
+      help,
+      labelNames: ['model', 'version'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const v of repository.served()) if (v.pool.isolate === 'process') this.inc({ model: v.model.name, version: v.version }, pick(v.pool.stats()));
+      },
+    });
+  lifecycle('zgc_instance_crashes_total', 'Runs that failed because their instance process died (isolate: process)', (s) => s.crashes + s.memoryKills);
+  lifecycle('zgc_instance_restarts_total', 'Instance processes started again after a death, timeout or abort', (s) => s.restarts);
+  lifecycle('zgc_instance_timeouts_total', 'Runs stopped at their model timeoutMs, their process killed', (s) => s.timeouts);
+  figures('zgc_instances_alive', 'Instances able to run now (an isolated one is not while its process restarts)', (pool) => (pool.isolate === 'process' ? pool.stats().alive : pool.size));
   const active = new client.Gauge({ name: 'zgc_http_requests_in_flight', help: 'HTTP requests being answered', registers: [registry] });
   nativeHistogram(registry, 'zgc_queue_wait_seconds', 'Time runs waited for an instance', 'queueWaitHistogram', repository, retired);
   nativeHistogram(registry, 'zgc_compute_seconds', 'Time runs took on an instance', 'computeHistogram', repository, retired);

@@ -14,7 +14,7 @@ const { signatureOf } = require('./protocol');
 
 const NAME = /^[A-Za-z0-9_.-]+$/;
 const VERSION = /^[1-9][0-9]*$|^0$/;
-const CONFIG_KEYS = ['instances', 'maxQueue', 'timeoutMs', 'offload', 'versionPolicy', 'outputs', 'parameters'];
+const CONFIG_KEYS = ['instances', 'maxQueue', 'timeoutMs', 'offload', 'isolate', 'maxMemoryMb', 'versionPolicy', 'outputs', 'parameters'];
 
 class LoadError extends Error {}
 
@@ -99,10 +99,14 @@ function settle(config, defaults, where) {
     maxQueue: positive('maxQueue', config.maxQueue ?? defaults.maxQueue, true),
     timeoutMs: positive('timeoutMs', config.timeoutMs ?? defaults.timeoutMs, true),
     offload: config.offload ?? defaults.offload ?? 'auto',
+    isolate: config.isolate ?? defaults.isolate ?? 'none',
+    maxMemoryMb: config.maxMemoryMb === undefined ? undefined : positive('maxMemoryMb', config.maxMemoryMb),
     versionPolicy: config.versionPolicy ?? 'latest',
     outputs: config.outputs,
     parameters: config.parameters ?? {},
   };
+  if (out.isolate !== 'none' && out.isolate !== 'process') throw new LoadError(`${where}: "isolate" must be "none" or "process", got ${JSON.stringify(out.isolate)}`);
+  if (out.maxMemoryMb !== undefined && out.isolate !== 'process') throw new LoadError(`${where}: "maxMemoryMb" needs "isolate": "process"`);
   if (!['auto', 'always', 'never'].includes(out.offload)) throw new LoadError(`${where}: "offload" must be "auto", "always" or "never", got ${JSON.stringify(out.offload)}`);
   const policy = out.versionPolicy;
   const specific = policy !== null && typeof policy === 'object' && Array.isArray(policy.specific) && policy.specific.every((v) => Number.isInteger(v) && v >= 0);
@@ -192,16 +196,19 @@ function parametersOf(model, where, config, sources) {
 
 /** Builds one version's pool; its instances take the parameters in `setup`. */
 function openVersion(model, where, config) {
-  const bytes = fs.readFileSync(where.file);
+  const isolated = config.isolate === 'process';
   let plan;
   let signature;
-  // Loaded from its bytes: each load is a library of its own (a path already loaded would be
-  // handed back by dlopen), and rewriting model.so in place cannot touch a running one.
-  const pool = createPool(bytes, {
+  // In-process, loaded from its bytes: each load is a library of its own (a path already
+  // loaded would be handed back by dlopen), and rewriting model.so in place cannot touch a
+  // running one. Isolated, each instance's process loads the file (and checks, when it
+  // starts again, that what it finds is the same artifact).
+  const pool = createPool(isolated ? where.file : fs.readFileSync(where.file), {
     size: config.instances,
     maxQueue: config.maxQueue,
     offload: config.offload,
     f16: 'bits',
+    ...(isolated ? { isolate: 'process', timeoutMs: config.timeoutMs > 0 ? config.timeoutMs : undefined, maxMemoryMb: config.maxMemoryMb } : {}),
     setup(rt) {
       if (plan === undefined) {
         plan = parametersOf(model, where, config, rt.sources);
@@ -212,7 +219,11 @@ function openVersion(model, where, config) {
         signature = signatureOf(rt, config.outputs);
       }
       // Bound storage is shared by the instances: the artifact reads it and never writes it.
-      for (const p of plan) (p.bind ? rt.bind : rt.set).call(rt, p.name, p.data);
+      for (const p of plan) {
+        // An isolated instance reads bound parameters in place from the shared region.
+        if (p.bind && isolated) rt.storage(p.name).set(p.data);
+        else (p.bind ? rt.bind : rt.set).call(rt, p.name, p.data);
+      }
     },
   });
   return new Version(model, where.version, pool, signature, config);

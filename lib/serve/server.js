@@ -25,7 +25,7 @@ const EMPTY = Buffer.alloc(0);
 const INPUT_CODES = new Set(['ERR_ZGC_VALUE', 'ERR_ZGC_SIZE', 'ERR_ZGC_DTYPE', 'ERR_ZGC_UNKNOWN_SOURCE']);
 
 /** Every option createServer and createHandler take: the serve flags in camelCase, models and log. */
-const SERVER_OPTIONS = ['models', 'poolSize', 'maxQueue', 'timeoutMs', 'maxBody', 'pollMs', 'shutdownTimeoutMs', 'offload', 'log'];
+const SERVER_OPTIONS = ['models', 'poolSize', 'maxQueue', 'timeoutMs', 'maxBody', 'pollMs', 'shutdownTimeoutMs', 'offload', 'isolate', 'log'];
 
 function checkOptions(options) {
   if (options === null || typeof options !== 'object') throw new TypeError('createServer options must be an object');
@@ -37,6 +37,7 @@ function checkOptions(options) {
     out.maxBody = parseSize(options.maxBody);
     if (out.maxBody === null || out.maxBody < 1) throw new RangeError(`createServer option maxBody must be ${SIZE_RULE}, at least 1 byte; got ${JSON.stringify(options.maxBody)}`);
   }
+  if (out.isolate !== undefined && out.isolate !== 'none' && out.isolate !== 'process') throw new TypeError(`createServer option isolate must be 'none' or 'process', got ${JSON.stringify(out.isolate)}`);
   for (const key of ['poolSize', 'maxQueue', 'timeoutMs', 'maxBody', 'pollMs', 'shutdownTimeoutMs']) {
     if (out[key] === undefined) continue;
     const min = key === 'poolSize' || key === 'maxBody' ? 1 : 0;
@@ -118,7 +119,7 @@ function readBody(req, maxBody, headerLength) {
 
 function createHandler(options) {
   const config = checkOptions(options);
-  const defaults = { poolSize: config.poolSize, maxQueue: config.maxQueue, timeoutMs: config.timeoutMs, offload: config.offload };
+  const defaults = { poolSize: config.poolSize, maxQueue: config.maxQueue, timeoutMs: config.timeoutMs, offload: config.offload, isolate: config.isolate };
   let metrics;
   const repository = new ModelRepository(config.models, defaults, { onRetired: (v) => metrics.retire(v) });
   metrics = createMetrics(repository);
@@ -183,11 +184,11 @@ function createHandler(options) {
     let controller = null;
     let timer = null;
     let answered = false;
-    const answer = (status, message, headers) => {
+    const answer = (status, message, headers, code) => {
       if (answered || res.destroyed) return;
       answered = true;
       if (state.draining) res.shouldKeepAlive = false;
-      if (message !== undefined) fail(res, status, message, headers);
+      if (message !== undefined) send(res, status, code === undefined ? { error: message } : { error: message, code }, headers);
     };
     // A run that waits for a worker: the timeout answers 504 and takes it off the queue; a
     // client that goes away takes it off too.
@@ -272,12 +273,18 @@ function createHandler(options) {
       } else if (err instanceof ZgcError && err.code === 'ERR_ZGC_CLOSED') {
         outcome = 'not_ready';
         answer(503, `model "${name}" is being unloaded`, { 'retry-after': '1' });
+      } else if (err instanceof ZgcError && err.code === 'ERR_ZGC_TIMEOUT') {
+        outcome = 'timeout';
+        answer(504, `model "${name}" did not answer within ${v.config.timeoutMs} ms: its instance was stopped and restarts (${err.code})`, undefined, err.code);
+      } else if (err instanceof ZgcError && err.code === 'ERR_ZGC_INSTANCE_FAILED') {
+        outcome = 'not_ready';
+        answer(503, `model "${name}" version ${v.version} has no live instance: ${err.message} (${err.code})`, undefined, err.code);
       } else if (err instanceof ZgcError && INPUT_CODES.has(err.code)) {
         outcome = 'bad_request';
         answer(400, err.message.replace(/^source /, 'input '));
       } else if (err instanceof ZgcError) {
-        outcome = 'model_error';
-        answer(500, `model "${name}" version ${v.version} failed: ${err.message} (${err.code})`);
+        outcome = err.code === 'ERR_ZGC_INSTANCE_CRASHED' || err.code === 'ERR_ZGC_MEMORY_LIMIT' ? 'instance_crashed' : 'model_error';
+        answer(500, `model "${name}" version ${v.version} failed: ${err.message} (${err.code})`, undefined, err.code);
       } else if (err && err.name === 'AbortError') {
         outcome = 'canceled';
       } else {
@@ -371,7 +378,8 @@ function createHandler(options) {
         } catch (err) {
           return fail(res, err.status, err.message);
         }
-        if (endpoint === 'ready') return send(res, 200);
+        // An isolated model is not ready while none of its instances' processes is alive.
+        if (endpoint === 'ready') return v.pool.isolate === 'process' && v.pool.stats().alive === 0 ? fail(res, 503, `model "${a}" has no live instance`) : send(res, 200);
         return send(res, 200, endpoint === 'metadata' ? metadata(v) : modelConfig(v));
       }
     }
