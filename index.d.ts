@@ -19,6 +19,19 @@ export interface LoadOptions {
    * 'always': always on a worker; 'never': always inline.
    */
   offload?: 'auto' | 'always' | 'never'
+  /**
+   * 'process': the instance lives in a child process of its own, so that an artifact that
+   * crashes, hangs or runs out of memory fails one run and never the Node process; the
+   * instance then starts again (docs/isolation.md). Default 'none': in this process. Needs a
+   * path, not bytes.
+   */
+  isolate?: 'none' | 'process'
+  /** Isolated only: a run still going after this is stopped (its process killed): ERR_ZGC_TIMEOUT. */
+  timeoutMs?: number
+  /** Isolated only: resident memory (MiB) past which a run's process is killed: ERR_ZGC_MEMORY_LIMIT. */
+  maxMemoryMb?: number
+  /** Isolated only: how long a process may take to load the artifact (default 30000). */
+  startTimeoutMs?: number
 }
 
 /** Latency percentiles of recent async runs, in milliseconds (null before the first run). */
@@ -52,9 +65,9 @@ export interface RunStats {
   /** Runs done inline on the JavaScript thread, and on worker threads. */
   readonly inline: number
   readonly offloaded: number
-  readonly offload: 'auto' | 'always' | 'never'
+  readonly offload: 'auto' | 'always' | 'never' | 'process'
   /** What the next run does. */
-  readonly decision: 'inline' | 'offloaded'
+  readonly decision: 'inline' | 'offloaded' | 'process'
   /** From the call to the run's start (0 for inline runs), and the run itself. */
   readonly queueWaitMs: Percentiles
   readonly computeMs: Percentiles
@@ -63,6 +76,18 @@ export interface RunStats {
   /** The estimates 'auto' weighs: a run's time, and the cost of a trip to a worker and back. */
   readonly estimatedComputeMs: number | null
   readonly estimatedHopMs: number | null
+  /** Isolated instances only (isolate: 'process'): what their processes went through. */
+  readonly crashes?: number
+  readonly restarts?: number
+  readonly timeouts?: number
+  readonly memoryKills?: number
+  readonly aborts?: number
+  /** Starts that failed (a process that died or timed out before it had loaded the artifact). */
+  readonly startFailures?: number
+  /** Instances able to run now (not restarting, not given up). */
+  readonly alive?: number
+  /** Per instance, its process id now (null while it restarts). */
+  readonly pids?: readonly (number | null)[]
 }
 
 /**
@@ -176,6 +201,11 @@ export type ZgcErrorCode =
   | 'ERR_ZGC_MISSING_BINDING'
   | 'ERR_ZGC_BUFFER_TOO_SMALL'
   | 'ERR_ZGC_UNKNOWN_STATUS'
+  | 'ERR_ZGC_INSTANCE_CRASHED'
+  | 'ERR_ZGC_TIMEOUT'
+  | 'ERR_ZGC_MEMORY_LIMIT'
+  | 'ERR_ZGC_INSTANCE_FAILED'
+  | 'ERR_ZGC_INSTANCE_START'
 
 export declare class ZgcError extends Error {
   readonly name: 'ZgcError'
@@ -186,6 +216,14 @@ export declare class ZgcError extends Error {
   readonly operation?: string
   /** The source the error is about, when there is one. */
   readonly source?: string
+  /** ERR_ZGC_INSTANCE_CRASHED: the signal that ended the process ('SIGSEGV', ...), or its exit code. */
+  readonly signal?: string | null
+  readonly exitCode?: number | null
+  /** Isolated failures: the end of what the instance's process wrote to stderr. */
+  readonly stderr?: string
+  readonly timeoutMs?: number
+  readonly maxMemoryMb?: number
+  readonly residentBytes?: number
 }
 
 export declare class Runtime implements Disposable {
@@ -207,6 +245,10 @@ export declare class Runtime implements Disposable {
   readonly offload: { readonly mode: 'auto' | 'always' | 'never'; readonly inline: boolean }
   /** What this runtime's async runs have done. */
   stats(): RunStats
+  /** 'process' on an isolated runtime (see LoadOptions.isolate); absent in-process. */
+  readonly isolate?: 'process'
+  /** An isolated runtime's process id now (it changes when the instance restarts). */
+  readonly pid?: number
 
   /**
    * Gives a source logical values. OWNED sources copy them (the buffer may be reused at
@@ -251,6 +293,8 @@ export type OutputArray = Float32Array | Uint16Array | Int8Array | Uint8Array | 
 
 export interface RunOptions {
   into?: readonly OutputArray[]
+  /** Isolated runtimes only: overrides the runtime's timeoutMs for this run. */
+  timeoutMs?: number
 }
 
 /** What `runAsync` needs of an AbortSignal; Node's and the DOM's both match. */
@@ -264,6 +308,11 @@ export interface AbortSignalLike {
 export interface RunAsyncOptions {
   /** Must be a real AbortSignal at run time (`AbortController().signal`, `AbortSignal.timeout()`). */
   signal?: AbortSignalLike
+  /**
+   * Isolated runtimes and pools only: overrides their timeoutMs for this run. On an isolated
+   * instance an abort or a timeout during the run kills its process; in-process it is refused.
+   */
+  timeoutMs?: number
 }
 
 export interface PoolOptions extends LoadOptions {
@@ -284,6 +333,8 @@ export declare class Pool implements AsyncDisposable {
   readonly inFlight: number
   readonly closed: boolean
   readonly runtimes: readonly Runtime[]
+  /** 'process' for a pool of isolated instances. */
+  readonly isolate?: 'process'
   /** Completed runs, queue depth, in flight, latency percentiles, inline vs offloaded. */
   stats(): RunStats
   /** Runs once on a free instance; inputs are copied at call time. */

@@ -16,6 +16,8 @@ export interface ServeOptions {
   pollMs?: number
   /** Default offload policy of the pools (see LoadOptions.offload). */
   offload?: 'auto' | 'always' | 'never'
+  /** Default isolation of every model's instances (a model's config.json "isolate" wins; docs/isolation.md). */
+  isolate?: 'none' | 'process'
   /** Default deadline of `server.shutdown()` (default 30000). */
   shutdownTimeoutMs?: number
   /** Where load, reload and unload lines go (default: nowhere). */

@@ -70,6 +70,13 @@ describe('npm pack, then install from the tarballs with no network', () => {
     expect(cjs.trim()).toBe('11,22,33,44');
     const esm = execFileSync(process.execPath, ['--input-type=module', '-e', `import { load } from 'zgc-runtime'; import { load as ptoLoad } from 'zgc-runtime/pto'; const rt = load(${JSON.stringify(add)}); console.log(typeof ptoLoad, Array.from(rt.run({ a: [1, 1, 1, 1], b: [2, 2, 2, 2] })[0].data).join())`], { cwd: app, encoding: 'utf8' });
     expect(esm.trim()).toBe('function 3,3,3,3');
+    // The platform package carries the host program of isolated instances, executable.
+    const isolated = execFileSync(
+      process.execPath,
+      ['-e', `const { load } = require('zgc-runtime'); const rt = load(${JSON.stringify(add)}, { isolate: 'process' }); rt.runAsync({ a: [1, 2, 3, 4], b: [1, 1, 1, 1] }).then((o) => { console.log(Array.from(o[0].data).join(), rt.pid > 0); rt.close(); })`],
+      { cwd: app, encoding: 'utf8', env: { ...process.env, ZGC_RUNTIME_HOST: '' } },
+    );
+    expect(isolated.trim()).toBe('2,3,4,5 true');
     const cli = execFileSync(path.join(app, 'node_modules', '.bin', 'zgc-runtime'), ['inspect', add, '--json'], { cwd: app, encoding: 'utf8' });
     expect(JSON.parse(cli).sources.map((s) => s.name)).toEqual(['a', 'b']);
     // The consumer's own strict TypeScript build against the installed types.
@@ -100,6 +107,8 @@ describe('npm pack, then install from the tarballs with no network', () => {
     expect(built.status).toBe(0);
     const pkg = path.join(app, 'node_modules', 'zgc-runtime');
     expect(fs.existsSync(path.join(pkg, 'zgc-runtime.linux-x64-gnu.node'))).toBe(true);
+    // and the host program of isolated instances, next to it
+    fs.accessSync(path.join(pkg, 'zgc-runtime-host.linux-x64-gnu'), fs.constants.X_OK);
     expect(fs.existsSync(path.join(pkg, 'target'))).toBe(false); // the build's scratch is gone
     const out = execFileSync(process.execPath, ['-e', `const { load } = require('zgc-runtime'); console.log(load(${JSON.stringify(fixture('add'))}).run({ a: [1, 2, 3, 4], b: [1, 1, 1, 1] })[0].data.join())`], { cwd: app, encoding: 'utf8' });
     expect(out.trim()).toBe('2,3,4,5');

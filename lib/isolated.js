@@ -38,6 +38,7 @@ function hostPath() {
   const name = `zgc-runtime-host.${platformName()}`;
   const local = path.join(__dirname, '..', name);
   if (fs.existsSync(local)) return local;
+  // The installed package: the loader of the addon resolves the platform package the same way.
   try {
     return require.resolve(`zgc-runtime-${platformName()}/${name}`);
   } catch {

@@ -2,8 +2,8 @@
 'use strict';
 
 // npm run pack [-- DEST]: the two tarballs a release publishes, the napi-rs way.
-// - zgc-runtime-linux-x64-gnu: npm/linux-x64-gnu/package.json and the addon `npm run build`
-//   made (what `napi artifacts` collects);
+// - zgc-runtime-linux-x64-gnu: npm/linux-x64-gnu/package.json, the addon and the host program
+//   of isolated instances that `npm run build` made (what `napi artifacts` collects);
 // - zgc-runtime: with `optionalDependencies` on the platform package at the same version,
 //   which `napi pre-publish` adds at release time. The checkout's package.json has none,
 //   because an unpublished optional dependency cannot be in its lockfile.
@@ -37,6 +37,11 @@ for (const platform of platforms) {
   try {
     fs.copyFileSync(path.join(root, 'npm', platform, 'package.json'), path.join(stage, 'package.json'));
     fs.copyFileSync(binary, path.join(stage, path.basename(binary)));
+    // The host program of isolated instances (isolate: 'process'), built by npm run build.
+    const host = path.join(root, `zgc-runtime-host.${platform}`);
+    if (!fs.existsSync(host)) throw new Error(`${host} is missing: run npm run build first`);
+    fs.copyFileSync(host, path.join(stage, path.basename(host)));
+    fs.chmodSync(path.join(stage, path.basename(host)), 0o755);
     tarballs.platforms[platform] = pack(stage);
   } finally {
     fs.rmSync(stage, { recursive: true, force: true });
