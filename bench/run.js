@@ -23,6 +23,7 @@ function sh(cmd, args) {
 
 if (!process.argv.includes('--no-build')) {
   sh(path.join(root, 'node_modules', '.bin', 'napi'), ['build', '--platform', '--release', '--features', 'node', '--js', 'native.js', '--dts', 'native.d.ts']);
+  sh(process.execPath, ['scripts/build-host.js']);
   sh(process.execPath, ['scripts/build-fixtures.js']);
 }
 fs.mkdirSync(build, { recursive: true });
@@ -36,6 +37,7 @@ const { bindArtifact } = require('./koffi-binding');
 const { setupOrt } = require('./ort');
 const { services, report } = require('./services');
 const { serving, reportServing } = require('./serving');
+const { isolation, reportIsolation } = require('./isolation');
 
 let python = null;
 try {
@@ -231,6 +233,8 @@ async function main() {
   }
   process.stderr.write('services\n');
   const svc = await services({ quick, ortSetup });
+  process.stderr.write('isolation\n');
+  const iso = await isolation({ quick, ortSetup });
   process.stderr.write('serving\n');
   const http = await serving({ quick });
   const cols = ['floor', 'run', 'into', 'runAsync', 'koffi', 'python'];
@@ -253,9 +257,10 @@ async function main() {
   console.log(`\ntiny add: run() is ${ratios.tinyRunVsPython ? ratios.tinyRunVsPython.toFixed(1) : '—'}x faster than the Python reference, ${ratios.tinyRunVsKoffi.toFixed(2)}x faster than koffi`);
   if (ratios.packVsPython) console.log(`packing: set() is ${ratios.packVsPython.toFixed(0)}x faster than the Python reference`);
   console.log(`\n${report(svc)}`);
+  console.log(`\n${reportIsolation(iso)}`);
   console.log(`\n${reportServing(http)}`);
   const machine = { cpus: os.cpus().length, model: os.cpus()[0].model, node: process.version, platform: `${process.platform}-${process.arch}`, date: new Date().toISOString() };
-  fs.writeFileSync(path.join(__dirname, 'results.json'), `${JSON.stringify({ machine, method: 'median ns per operation over 15 batches of >= 40 ms (Python: 3-15 batches)', workloads: rows, ratios, service: svc, serving: http }, null, 2)}\n`);
+  fs.writeFileSync(path.join(__dirname, 'results.json'), `${JSON.stringify({ machine, method: 'median ns per operation over 15 batches of >= 40 ms (Python: 3-15 batches)', workloads: rows, ratios, service: svc, isolation: iso, serving: http }, null, 2)}\n`);
   console.log(`\nwritten to bench/results.json (${machine.model}, ${machine.cpus} CPUs, Node ${machine.node})`);
 }
 

@@ -25,6 +25,9 @@ const START_ATTEMPTS = 5;
 const BACKOFF_MS = [10, 50, 250, 1000];
 /** How long the JavaScript thread watches for a short run before it hands the wait over. */
 const MAX_SPIN_US = 60;
+/** Runs shorter than this (smoothed) are waited for on the JavaScript thread, for this long at most per turn. */
+const SPIN_BELOW_MS = 0.1;
+const DRIVE_MS = 1;
 /** Sync calls other than runs (set, storage) are memcpys in the child; this bounds a stuck one. */
 const CALL_TIMEOUT_MS = 30000;
 
@@ -143,6 +146,12 @@ class Lane {
     this.binds = new Map();
     this.region = null;
     this.spinUs = MAX_SPIN_US;
+    /** The running job, its command number, and whether the waiter thread waits for it. */
+    this.job = null;
+    this.seq = 0;
+    this.waiting = false;
+    /** Recent run time (ms, smoothed): short runs are waited for by spinning. */
+    this.computeMs = 0;
     this.onFree = () => {};
     this.onFailed = () => {};
     this.setup = null;
@@ -322,37 +331,50 @@ class Lane {
     return pid === null || pid === undefined ? undefined : pid;
   }
 
-  /** Starts `job` (the lane is free). Settles it, then calls onFree. */
+  /** Whether the JavaScript thread may spin on this instance's runs: they are short. */
+  get spinnable() {
+    return this.computeMs < SPIN_BELOW_MS;
+  }
+
+  /** Hands `job` to the child (the lane is free); false when its inputs were refused. */
   start(job) {
     this.busy = true;
     job.lane = this;
     job.started = performance.now();
-    let seq;
     try {
       this.writeInputs(job.entries);
-      seq = this.native.begin(RUN, 0);
+      this.seq = this.native.begin(RUN, 0);
     } catch (err) {
       this.busy = false;
       this.counters.failed++;
       job.reject(fromNative(err));
-      this.onFree(this);
-      return;
+      return false;
     }
-    if (this.native.poll(seq, this.spinUs)) {
-      this.finish(job, DONE);
-      return;
-    }
-    this.native.wait(seq, job.timeoutMs || 0, this.capBytes()).then((code) => this.finish(job, code));
+    this.job = job;
+    return true;
   }
 
-  finish(job, code) {
-    this.native.idle();
+  /** Leaves the wait for the running job to the waiter thread; `then` runs once it settled. */
+  awaitAsync(then) {
+    const job = this.job;
+    this.waiting = true;
+    const left = job.timeoutMs ? Math.max(1, job.timeoutMs - (performance.now() - job.started)) : 0;
+    this.native.wait(this.seq, left, this.capBytes()).then((code) => {
+      this.waiting = false;
+      this.native.idle();
+      this.finish(code);
+      then();
+    });
+  }
+
+  /** Settles the running job by how the wait for it ended. */
+  finish(code) {
+    const job = this.job;
+    this.job = null;
     const computeMs = performance.now() - job.started;
-    // Short runs are awaited by spinning on this thread next time; long ones are not.
-    this.spinUs = computeMs * 1000 < MAX_SPIN_US * 4 ? MAX_SPIN_US : 0;
+    this.computeMs = this.computeMs * 0.8 + computeMs * 0.2;
     this.counters.queueWait.add(job.started - job.submitted);
     this.counters.compute.add(computeMs);
-    if (job.cleanup) job.cleanup();
     if (code === DONE) {
       let tensors;
       try {
@@ -362,13 +384,11 @@ class Lane {
         this.counters.failed++;
         this.busy = false;
         job.reject(fromNative(err));
-        this.onFree(this);
         return;
       }
       this.counters.completed++;
       this.busy = false;
       job.resolve(tensors);
-      this.onFree(this);
       return;
     }
     this.counters.failed++;
@@ -385,7 +405,14 @@ class Lane {
   }
 }
 
-/** Runs waiting for a free instance, handed to one as soon as it is free. */
+/**
+ * Runs waiting for a free instance, handed to one as soon as it is free. The JavaScript
+ * thread drives the instances in turns: it starts what it can, then watches the running ones
+ * for up to DRIVE_MS while their runs are short (a child answers in microseconds, far
+ * sooner than a trip through another thread), and leaves the rest to the waiter threads.
+ * Runs submitted in one turn of the event loop start together, so a pool keeps all its
+ * children busy.
+ */
 class Dispatch {
   constructor(lanes, maxQueue) {
     this.lanes = lanes;
@@ -393,8 +420,11 @@ class Dispatch {
     this.queue = [];
     this.stopped = false;
     this.drained = [];
+    this.scheduled = false;
+    this.driving = false;
+    this.drive = this.drive.bind(this);
     for (const lane of lanes) {
-      lane.onFree = () => this.pump();
+      lane.onFree = () => this.schedule();
       lane.onFailed = () => this.failed();
     }
   }
@@ -407,17 +437,30 @@ class Dispatch {
     if (this.stopped) throw new ZgcError('ERR_ZGC_CLOSED', 'runtime is closed');
     const live = this.lanes.filter((l) => l.failure === null);
     if (live.length === 0) throw this.lanes[0].failure;
-    const free = this.queue.length === 0 ? this.lanes.find((l) => l.available) : undefined;
-    if (free) {
-      free.start(job);
-      return;
-    }
-    if (this.queue.length >= this.maxQueue) {
+    const free = this.lanes.filter((l) => l.available).length;
+    if (this.queue.length >= this.maxQueue + free) {
       throw new ZgcError('ERR_ZGC_QUEUE_FULL', `queue is full: ${this.queue.length} runs wait for ${this.lanes.length} instance(s) (maxQueue ${this.maxQueue})`);
+    }
+    if (this.queue.length === 0) {
+      const lane = this.lanes.find((l) => l.available);
+      if (lane) {
+        // Its inputs go into the shared region now: the copy runAsync promises, made once.
+        lane.start(job);
+        this.schedule();
+        return;
+      }
     }
     // Waiting: its inputs are copied now, as runAsync promises.
     job.entries = job.entries.map(([index, array]) => [index, array === job.given.get(index) ? array.slice() : array]);
     this.queue.push(job);
+    this.schedule();
+  }
+
+  schedule() {
+    if (!this.scheduled) {
+      this.scheduled = true;
+      queueMicrotask(this.drive);
+    }
   }
 
   cancel(job) {
@@ -428,11 +471,35 @@ class Dispatch {
     return true;
   }
 
-  pump() {
-    while (this.queue.length > 0) {
-      const lane = this.lanes.find((l) => l.available);
-      if (!lane) break;
-      lane.start(this.queue.shift());
+  drive() {
+    this.scheduled = false;
+    if (this.driving) return;
+    this.driving = true;
+    try {
+      const until = performance.now() + DRIVE_MS;
+      for (;;) {
+        while (this.queue.length > 0) {
+          const lane = this.lanes.find((l) => l.available);
+          if (!lane) break;
+          lane.start(this.queue.shift());
+        }
+        let watching = false;
+        let progressed = false;
+        for (const lane of this.lanes) {
+          if (!lane.busy || lane.waiting || lane.job === null) continue;
+          if (lane.native.done(lane.seq)) {
+            lane.finish(DONE);
+            progressed = true;
+          } else if (lane.spinnable && performance.now() < until) {
+            watching = true;
+          } else {
+            lane.awaitAsync(this.drive);
+          }
+        }
+        if (!progressed && !watching) break;
+      }
+    } finally {
+      this.driving = false;
     }
     this.settle();
   }

@@ -225,13 +225,6 @@ impl Isolated {
         self.region.read(MSG_AT, &mut message);
         Err(Error::Remote { code: Error::known_code(&String::from_utf8_lossy(&code)), message: String::from_utf8_lossy(&message).into_owned() })
     }
-
-    /// A copy of output `index` of the last run, as raw bytes of its dtype.
-    pub fn read_output(&self, index: usize, out: &mut [u8]) {
-        let (at, len) = self.layout.outputs[index];
-        assert_eq!(out.len(), len);
-        self.region.read(at, out);
-    }
 }
 
 /// Waits for command `seq` of `live` (spinning first for `spin`), until `until`, killing the

@@ -223,6 +223,12 @@ impl NativeIsolate {
         Ok(crate::sys::process::spin_until(done, Duration::from_secs_f64(spin_us.max(0.0) / 1e6)))
     }
 
+    /// Whether command `seq` is done, without waiting.
+    #[napi]
+    pub fn done(&self, seq: u32) -> bool {
+        self.inner.borrow().as_ref().is_some_and(|iso| iso.done(seq))
+    }
+
     /// Waits on this thread for command `seq`: 0 done, 1 the child died, 2 timed out, 3 over
     /// its memory cap (the child killed for the last two).
     #[napi]
@@ -304,12 +310,21 @@ impl NativeIsolate {
         let data = self.with(|iso| {
             let info = iso.signature.outputs.get(index as usize).ok_or(Error::OutputIndex { index: i64::from(index), count: iso.signature.outputs.len() })?;
             let n = info.logical_count;
-            let mut bytes = vec![0u8; info.byte_count];
-            iso.read_output(index as usize, &mut bytes);
+            // Straight from the region into the vector that becomes the array: one copy.
+            let (at, len) = iso.layout.outputs[index as usize];
+            let read = |out: &mut [u8]| {
+                debug_assert_eq!(out.len(), len);
+                iso.region.read(at, out);
+            };
             Ok(match info.dtype {
-                DType::F32 => OutputData::F32(bytes.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect()),
+                DType::F32 => {
+                    let mut v = vec![0f32; n];
+                    read(crate::sys::memory::bytes_of_mut(&mut v));
+                    OutputData::F32(v)
+                }
                 DType::F16 => {
-                    let bits: Vec<u16> = bytes.chunks_exact(2).map(|c| u16::from_ne_bytes([c[0], c[1]])).collect();
+                    let mut bits = vec![0u16; n];
+                    read(crate::sys::memory::bytes_of_mut(&mut bits));
                     if f16_bits {
                         OutputData::U16(bits)
                     } else {
@@ -318,8 +333,16 @@ impl NativeIsolate {
                         OutputData::F32(out)
                     }
                 }
-                DType::I8 => OutputData::I8(bytes.iter().map(|&b| b as i8).collect()),
-                DType::Bool => OutputData::U8(bytes),
+                DType::I8 => {
+                    let mut v = vec![0i8; n];
+                    read(crate::sys::memory::bytes_of_mut(&mut v));
+                    OutputData::I8(v)
+                }
+                DType::Bool => {
+                    let mut v = vec![0u8; n];
+                    read(&mut v);
+                    OutputData::U8(v)
+                }
             })
         })?;
         let value = js::output_value(env.raw(), data).map_err(super::napi_err)?;
