@@ -28,6 +28,12 @@ const MAX_SPIN_US = 60;
 /** Runs shorter than this (smoothed) are waited for on the JavaScript thread, for this long at most per turn. */
 const SPIN_BELOW_MS = 0.1;
 const DRIVE_MS = 1;
+/** Inputs copied into the region by JavaScript when they come as the dtype's own array, whole. */
+const FAST_INPUTS = { f32: Float32Array, f16: Uint16Array, i8: Int8Array };
+const MARK_VALUES = 1;
+/** A run that has taken this long on an instance has the runs handed behind it taken back. */
+const RECLAIM_MS = 1;
+const DONE_WORD = 64 / 4;
 /** Sync calls other than runs (set, storage) are memcpys in the child; this bounds a stuck one. */
 const CALL_TIMEOUT_MS = 30000;
 
@@ -136,7 +142,6 @@ class Lane {
     this.description = this.native.describe();
     this.sources = this.description.sources;
     this.hasState = this.sources.some((s) => s.kind === 'state');
-    this.busy = false;
     this.recovering = false;
     this.failure = null;
     this.closed = false;
@@ -144,12 +149,20 @@ class Lane {
     this.sets = new Map();
     this.storageViews = new Map();
     this.binds = new Map();
-    this.region = null;
     this.spinUs = MAX_SPIN_US;
-    /** The running job, its command number, and whether the waiter thread waits for it. */
-    this.job = null;
-    this.seq = 0;
+    this.mapRegion();
+    /** Runs handed to the child, oldest (the one it executes) first: `{ job, seq }`. */
+    this.inflight = [];
+    this.frames = this.native.frames;
+    /** Whether the waiter thread waits for the oldest; when the last one finished; the last run's number. */
     this.waiting = false;
+    this.lastDone = 0;
+    this.lastSeq = 0;
+    this.issued = 0;
+    /** A sync call is in progress (the instance is the caller's until it returns). */
+    this.calling = false;
+    this.closeWhenIdle = false;
+    this.onRequeue = () => {};
     /** Recent run time (ms, smoothed): short runs are waited for by spinning. */
     this.computeMs = 0;
     this.onFree = () => {};
@@ -158,8 +171,68 @@ class Lane {
     this.facade = null;
   }
 
+  /**
+   * Views of the shared region, so that a run's common inputs and its outputs are copied by
+   * JavaScript itself (one typed-array copy each, no native call); the rest goes through the
+   * native checks. Without external buffers (Electron), everything does.
+   */
+  mapRegion() {
+    this.region = this.native.region();
+    this.fast = null;
+    if (this.region === null) return;
+    this.u32 = new Uint32Array(this.region);
+    const n = this.sources.length;
+    const frames = this.native.frameLayout().map(([header, marks, ...slots]) => ({
+      status: (header + 8) / 4,
+      marks: marks / 4,
+      inputs: this.sources.map((src, i) => {
+        const Class = FAST_INPUTS[src.dtype];
+        return Class && src.binding !== 'embedded' ? new Class(this.region, slots[2 * i], src.logicalCount) : null;
+      }),
+      outputs: this.description.outputs.map((o, j) => new (o.dtype === 'f16' ? Uint16Array : OUTPUT_ARRAYS[o.dtype])(this.region, slots[2 * (n + j)], o.elementCount)),
+    }));
+    this.fast = { frames, tags: this.sources.map((src) => (FAST_INPUTS[src.dtype] ? FAST_INPUTS[src.dtype].name : null)) };
+  }
+
+  frameOf(seq) {
+    return this.fast.frames[(seq - 1) % this.fast.frames.length];
+  }
+
+  get busy() {
+    return this.inflight.length > 0 || this.calling;
+  }
+
+  /** Commands the child has been given and not finished (taken-back ones included). */
+  get outstanding() {
+    return this.fast === null ? this.inflight.length : (this.issued - Atomics.load(this.u32, DONE_WORD)) >>> 0;
+  }
+
+  /** When the run the child executes now started. */
+  get headStarted() {
+    return Math.max(this.inflight[0].job.handed, this.lastDone);
+  }
+
+  /**
+   * Whether it can take another run now: a free frame, and either idle or busy with short
+   * runs (a run handed behind a long one would wait for it while another instance is free).
+   */
   get available() {
-    return !this.busy && !this.recovering && this.failure === null && !this.closed;
+    if (this.calling || this.recovering || this.failure !== null || this.closed) return false;
+    if (this.inflight.length === 0) return this.outstanding < this.frames;
+    // The next command's frame must be free of every run not collected yet (the oldest one
+    // handed over bounds them) and of commands taken back that the child has not passed.
+    const span = (this.issued + 1 - this.inflight[0].seq) >>> 0;
+    return span < this.frames && this.outstanding < this.frames && this.spinnable && performance.now() - this.headStarted < RECLAIM_MS;
+  }
+
+  /** Takes back the runs handed over behind one that has run for RECLAIM_MS: they go to the queue again. */
+  reclaimBehind() {
+    if (this.inflight.length < 2 || performance.now() - this.headStarted < RECLAIM_MS) return;
+    const back = [];
+    for (let k = this.inflight.length - 1; k >= 1; k--) {
+      if (this.native.reclaim(this.inflight[k].seq)) back.unshift(this.inflight.splice(k, 1)[0].job);
+    }
+    if (back.length > 0) this.onRequeue(back);
   }
 
   /** Throws unless a synchronous call may use the instance now. */
@@ -174,6 +247,7 @@ class Lane {
     let seq;
     try {
       seq = this.native.begin(cmd, arg);
+      this.issued = seq;
     } catch (err) {
       throw fromNative(err);
     }
@@ -183,8 +257,9 @@ class Lane {
       if (recover) this.recoverNow();
       throw err;
     }
+    this.lastSeq = seq;
     try {
-      this.native.answer();
+      this.native.answer(seq);
     } catch (err) {
       throw fromNative(err);
     }
@@ -227,7 +302,6 @@ class Lane {
       // The same refusal as in-process (a storage array that no binding takes).
       this.write(index, new STORAGE_ARRAYS[source.dtype](source.elementCount), true);
     }
-    if (this.region === null) this.region = this.native.region();
     if (this.region === null) throw new ZgcError('ERR_ZGC_NAPI', 'this host forbids external buffers, which storage() of an isolated runtime needs');
     const [offset, bytes] = this.native.storageSlot(index);
     const Class = STORAGE_ARRAYS[source.dtype];
@@ -240,10 +314,38 @@ class Lane {
     return view;
   }
 
-  /** Writes a run's inputs (and bound arrays) into the region. */
+  /** Writes a run's inputs (and bound arrays) into the frame of the next command. */
   writeInputs(entries) {
     for (const [index, array] of this.binds) this.write(index, array, true);
-    for (const [index, array] of entries) this.write(index, array);
+    const fast = this.fast;
+    if (fast === null) {
+      for (const [index, array] of entries) this.write(index, array);
+      return;
+    }
+    const frame = this.frameOf(this.native.nextSeq);
+    for (let k = 0; k < entries.length; k++) {
+      const [index, array] = entries[k];
+      const view = frame.inputs[index];
+      if (view !== null && array.length === view.length && array[Symbol.toStringTag] === fast.tags[index]) {
+        view.set(array);
+        this.u32[frame.marks + index] = MARK_VALUES;
+      } else {
+        this.write(index, array);
+      }
+    }
+  }
+
+  /** Whether command `seq` is done (the counts wrap). */
+  isDone(seq) {
+    return this.fast === null ? this.native.done(seq) : ((Atomics.load(this.u32, DONE_WORD) - seq) | 0) >= 0;
+  }
+
+  /** Outputs of run `seq`: copies of its frame's slots (f16 decoded unless bits are asked for). */
+  outputsOf(seq, f16Bits) {
+    if (this.fast === null) return this.native.outputs(seq, f16Bits);
+    const frame = this.frameOf(seq);
+    if (this.u32[frame.status] !== 0) this.native.answer(seq);
+    return frame.outputs.map((view, j) => (this.description.outputs[j].dtype === 'f16' && !f16Bits ? decodeF16(view) : view.slice()));
   }
 
   /** The error of a run the child did not finish. */
@@ -287,6 +389,7 @@ class Lane {
     if (this.closed) return;
     try {
       this.native.respawn(environment(), this.options.startTimeoutMs);
+      this.issued = 0;
       this.replay();
     } catch (err) {
       this.counters.startFailures++;
@@ -313,7 +416,6 @@ class Lane {
   /** Gives a new child what the dead one had been given (not its STATE). */
   replay() {
     this.recovering = false;
-    this.busy = false;
     try {
       for (const [index, array] of this.sets) {
         this.write(index, array);
@@ -336,65 +438,94 @@ class Lane {
     return this.computeMs < SPIN_BELOW_MS;
   }
 
-  /** Hands `job` to the child (the lane is free); false when its inputs were refused. */
+  /** Hands `job` to the child (a frame is free); false when its inputs were refused. */
   start(job) {
-    this.busy = true;
     job.lane = this;
-    job.started = performance.now();
+    job.handed = performance.now();
+    if (this.inflight.length === 0) this.lastDone = job.handed;
+    let seq;
     try {
       this.writeInputs(job.entries);
-      this.seq = this.native.begin(RUN, 0);
+      seq = this.native.begin(RUN, 0);
+      this.issued = seq;
     } catch (err) {
-      this.busy = false;
+      this.native.clearMarks();
       this.counters.failed++;
       job.reject(fromNative(err));
       return false;
     }
-    this.job = job;
+    this.inflight.push({ job, seq });
     return true;
   }
 
-  /** Leaves the wait for the running job to the waiter thread; `then` runs once it settled. */
+  /** Settles every run the child has finished, oldest first; whether any was. */
+  collect() {
+    let any = false;
+    while (this.inflight.length > 0 && this.isDone(this.inflight[0].seq)) {
+      this.finish(DONE);
+      any = true;
+    }
+    return any;
+  }
+
+  /** Leaves the wait for the oldest run to the waiter thread; `then` runs once it settled. */
   awaitAsync(then) {
-    const job = this.job;
+    const { job, seq } = this.inflight[0];
     this.waiting = true;
-    const left = job.timeoutMs ? Math.max(1, job.timeoutMs - (performance.now() - job.started)) : 0;
-    this.native.wait(this.seq, left, this.capBytes()).then((code) => {
+    // The oldest run started when the one before it finished (or when it was handed over).
+    const startedAt = Math.max(job.handed, this.lastDone);
+    const left = job.timeoutMs ? Math.max(1, job.timeoutMs - (performance.now() - startedAt)) : 0;
+    if (this.inflight.length > 1) {
+      // Runs behind a long one go back to the queue if it is still running by then.
+      const timer = setTimeout(() => {
+        if (this.inflight[0] && this.inflight[0].seq === seq) this.reclaimBehind();
+      }, RECLAIM_MS + 1);
+      timer.unref();
+    }
+    this.native.wait(seq, left, this.capBytes()).then((code) => {
       this.waiting = false;
       this.native.idle();
-      this.finish(code);
+      if (code === DONE) this.collect();
+      else this.finish(code);
       then();
     });
   }
 
-  /** Settles the running job by how the wait for it ended. */
+  /** Settles the oldest run by how the wait for it ended. */
   finish(code) {
-    const job = this.job;
-    this.job = null;
-    const computeMs = performance.now() - job.started;
+    const { job, seq } = this.inflight.shift();
+    const now = performance.now();
+    const computeMs = now - Math.max(job.handed, this.lastDone);
+    this.lastDone = now;
     this.computeMs = this.computeMs * 0.8 + computeMs * 0.2;
-    this.counters.queueWait.add(job.started - job.submitted);
+    this.counters.queueWait.add(job.handed - job.submitted);
     this.counters.compute.add(computeMs);
     if (code === DONE) {
+      this.lastSeq = seq;
+      if (job.aborted) {
+        // Aborted after it was handed over, before it started: it ran, its result is dropped.
+        this.counters.aborts++;
+        this.counters.failed++;
+        job.reject(job.signal.reason);
+        return;
+      }
       let tensors;
       try {
-        this.native.answer();
-        tensors = job.owner.tensorsOf(this.native.outputs(job.owner.f16Bits));
+        tensors = job.owner.tensorsOf(this.outputsOf(seq, job.owner.f16Bits));
       } catch (err) {
         this.counters.failed++;
-        this.busy = false;
         job.reject(fromNative(err));
         return;
       }
       this.counters.completed++;
-      this.busy = false;
       job.resolve(tensors);
       return;
     }
     this.counters.failed++;
-    const err = this.deathError(code, job.timeoutMs, job);
-    job.reject(err);
-    this.busy = false;
+    job.reject(this.deathError(code, job.timeoutMs, job));
+    // The runs handed over behind it never started: they go back to the queue, first.
+    const behind = this.inflight.splice(0).map((entry) => entry.job);
+    if (behind.length > 0) this.onRequeue(behind);
     this.recoverNow();
   }
 
@@ -402,6 +533,13 @@ class Lane {
     if (this.closed) return;
     this.closed = true;
     this.native.close();
+    // The mapping goes once no view of it is left (storage() views keep it, as they must).
+    this.region = null;
+    this.u32 = null;
+    this.fast = null;
+    this.storageViews.clear();
+    this.binds.clear();
+    this.sets.clear();
   }
 }
 
@@ -426,23 +564,31 @@ class Dispatch {
     for (const lane of lanes) {
       lane.onFree = () => this.schedule();
       lane.onFailed = () => this.failed();
+      lane.onRequeue = (jobs) => {
+        if (this.stopped && lane.closeWhenIdle) {
+          for (const job of jobs) job.reject(new ZgcError('ERR_ZGC_CLOSED', 'runtime is closed'));
+          return;
+        }
+        this.queue.unshift(...jobs);
+        this.schedule();
+      };
     }
   }
 
   get inFlight() {
-    return this.lanes.filter((l) => l.busy).length;
+    return this.lanes.reduce((n, l) => n + l.inflight.length, 0);
   }
 
   submit(job) {
     if (this.stopped) throw new ZgcError('ERR_ZGC_CLOSED', 'runtime is closed');
     const live = this.lanes.filter((l) => l.failure === null);
     if (live.length === 0) throw this.lanes[0].failure;
-    const free = this.lanes.filter((l) => l.available).length;
+    const free = this.lanes.filter((l) => l.inflight.length === 0 && l.available).length;
     if (this.queue.length >= this.maxQueue + free) {
       throw new ZgcError('ERR_ZGC_QUEUE_FULL', `queue is full: ${this.queue.length} runs wait for ${this.lanes.length} instance(s) (maxQueue ${this.maxQueue})`);
     }
     if (this.queue.length === 0) {
-      const lane = this.lanes.find((l) => l.available);
+      const lane = this.lanes.find((l) => l.inflight.length === 0 && l.available);
       if (lane) {
         // Its inputs go into the shared region now: the copy runAsync promises, made once.
         lane.start(job);
@@ -478,23 +624,23 @@ class Dispatch {
     try {
       const until = performance.now() + DRIVE_MS;
       for (;;) {
+        // Waiting runs to the instance with the fewest handed over (several per instance
+        // run back to back in its process, without a wake-up between them).
         while (this.queue.length > 0) {
-          const lane = this.lanes.find((l) => l.available);
-          if (!lane) break;
+          let lane = null;
+          for (const l of this.lanes) if (l.available && (lane === null || l.inflight.length < lane.inflight.length)) lane = l;
+          if (lane === null) break;
           lane.start(this.queue.shift());
         }
         let watching = false;
         let progressed = false;
         for (const lane of this.lanes) {
-          if (!lane.busy || lane.waiting || lane.job === null) continue;
-          if (lane.native.done(lane.seq)) {
-            lane.finish(DONE);
-            progressed = true;
-          } else if (lane.spinnable && performance.now() < until) {
-            watching = true;
-          } else {
-            lane.awaitAsync(this.drive);
-          }
+          if (lane.inflight.length === 0 || lane.waiting) continue;
+          if (lane.collect()) progressed = true;
+          if (lane.inflight.length === 0 || lane.recovering) continue;
+          lane.reclaimBehind();
+          if (lane.spinnable && performance.now() < until) watching = true;
+          else lane.awaitAsync(this.drive);
         }
         if (!progressed && !watching) break;
       }
@@ -513,6 +659,7 @@ class Dispatch {
 
   /** Resolves `whenSettled` promises once nothing waits or runs. */
   settle() {
+    for (const lane of this.lanes) if (lane.closeWhenIdle && lane.inflight.length === 0) lane.close();
     if (this.queue.length === 0 && this.lanes.every((l) => !l.busy && !l.recovering)) {
       for (const resolve of this.drained.splice(0)) resolve();
     }
@@ -524,6 +671,24 @@ class Dispatch {
       this.settle();
     });
   }
+}
+
+let f16Table = null;
+
+/** f16 bits to values, by a table of all 65,536 (made once). */
+function decodeF16(bits) {
+  if (f16Table === null) {
+    f16Table = new Float32Array(65536);
+    for (let b = 0; b < 65536; b++) {
+      const e = (b >> 10) & 0x1f;
+      const m = b & 0x3ff;
+      const v = e === 0 ? m * 2 ** -24 : e === 31 ? (m ? NaN : Infinity) : (1 + m / 1024) * 2 ** (e - 15);
+      f16Table[b] = b & 0x8000 ? -v : v;
+    }
+  }
+  const out = new Float32Array(bits.length);
+  for (let i = 0; i < bits.length; i++) out[i] = f16Table[bits[i]];
+  return out;
 }
 
 function infoOf(description) {
@@ -646,10 +811,13 @@ function submitRun(owner, dispatch, inputs, options, defaults) {
     if (signal) {
       const onAbort = () => {
         if (dispatch.cancel(job)) reject(signal.reason);
-        else if (job.lane && job.lane.busy) {
-          // Running: the child is killed; its death settles the run with the reason.
+        else if (job.lane) {
+          const at = job.lane.inflight.findIndex((entry) => entry.job === job);
+          if (at < 0) return;
           job.aborted = true;
-          job.lane.native.kill();
+          // Running: the child is killed, and its death settles the run with the reason.
+          // Handed over behind another: its result is dropped when it is done.
+          if (at === 0) job.lane.native.kill();
         }
       };
       signal.addEventListener('abort', onAbort, { once: true });
@@ -706,7 +874,7 @@ class IsolatedRuntime {
   get pid() { return this.#lane.pid; }
 
   stats() {
-    return statsOf(this.#counters, this.#dispatch || { queue: [], inFlight: this.#lane.busy ? 1 : 0 }, [this.#lane]);
+    return statsOf(this.#counters, this.#dispatch || { queue: [], inFlight: this.#lane.inflight.length }, [this.#lane]);
   }
 
   #open() {
@@ -758,11 +926,11 @@ class IsolatedRuntime {
     lane.writeInputs(entries);
     const started = performance.now();
     try {
-      lane.busy = true;
+      lane.calling = true;
       try {
         lane.callSync(RUN, 0, timeoutMs);
       } finally {
-        lane.busy = false;
+        lane.calling = false;
       }
     } catch (err) {
       this.#counters.failed++;
@@ -770,7 +938,7 @@ class IsolatedRuntime {
     }
     this.#counters.compute.add(performance.now() - started);
     this.#counters.completed++;
-    const tensors = this.#shape.tensorsOf(lane.native.outputs(this.#shape.f16Bits));
+    const tensors = this.#shape.tensorsOf(lane.outputsOf(lane.lastSeq, this.#shape.f16Bits));
     if (into === undefined) return tensors;
     return tensors.map((t, i) => {
       const target = into[i];
@@ -796,7 +964,7 @@ class IsolatedRuntime {
     if (!Number.isInteger(index) || index < 0 || index >= this.#shape.info.outputs.length) {
       throw new RangeError(`output index ${String(index)} is out of range: the artifact has ${this.#shape.info.outputs.length} outputs`);
     }
-    return this.#shape.tensorsOf([this.#lane.native.output(index, this.#shape.f16Bits)])[0];
+    return this.#shape.tensorsOf([this.#lane.native.output(this.#lane.lastSeq, index, this.#shape.f16Bits)])[0];
   }
 
   /** Ends the child. Runs waiting reject with ERR_ZGC_CLOSED; one in flight ends with it. */
@@ -808,17 +976,9 @@ class IsolatedRuntime {
       for (const job of this.#dispatch.queue.splice(0)) job.reject(new ZgcError('ERR_ZGC_CLOSED', 'runtime is closed'));
     }
     const lane = this.#lane;
-    if (lane.busy) {
-      // Let the run in flight finish, then end the child.
-      const previous = lane.onFree;
-      lane.onFree = () => {
-        previous(lane);
-        lane.close();
-      };
-      lane.recovering = false;
-    } else {
-      lane.close();
-    }
+    // Runs handed to the child finish first (as in-process, a started run is not cut off).
+    if (lane.busy) lane.closeWhenIdle = true;
+    else lane.close();
   }
 
   [dispose]() {

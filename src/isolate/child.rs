@@ -136,7 +136,7 @@ impl Isolated {
     /// `env`: the child's environment (`KEY=value`), the one the caller's JavaScript sees.
     pub fn start(host: &str, path: &str, env: &[String], timeout: Duration) -> Result<Isolated> {
         let (live, signature) = spawn_child(host, path, env, timeout)?;
-        let layout = Layout::of(&signature, process::page_size())?;
+        let layout = Layout::of(&signature, Layout::frames_for(&signature), process::page_size())?;
         let region = SharedRegion::create("zgc-runtime-region", layout.len)
             .map_err(|e| Error::OutOfMemory { what: format!("the shared region of {path} ({e})"), bytes: layout.len, alignment: process::page_size() })?;
         let mut me = Isolated { host: host.to_owned(), signature, layout, region: Arc::new(region), live: None, seq: 0 };
@@ -145,8 +145,10 @@ impl Isolated {
     }
 
     fn attach(&mut self, live: Live) -> Result<()> {
-        let len = (self.region.len() as u64).to_le_bytes();
-        live.channel.send(&len, Some(self.region.fd())).map_err(|e| host_error(&self.signature.path, format!("cannot hand the region to the host process: {e}")))?;
+        let mut handoff = (self.region.len() as u64).to_le_bytes().to_vec();
+        handoff.extend_from_slice(&(self.layout.frames.len() as u32).to_le_bytes());
+        let fd = self.region.fd().ok_or_else(|| host_error(&self.signature.path, "the instance is closed"))?;
+        live.channel.send(&handoff, Some(fd)).map_err(|e| host_error(&self.signature.path, format!("cannot hand the region to the host process: {e}")))?;
         self.live = Some(Arc::new(live));
         Ok(())
     }
@@ -163,10 +165,12 @@ impl Isolated {
             live.process.kill();
             return Err(host_error(&self.signature.path, "the artifact changed on disk since it was loaded; load it again"));
         }
-        for word in [REQ, DONE, STATUS, CHILD_SLEEPS, PARENT_SLEEPS] {
+        for word in [REQ, DONE, CHILD_SLEEPS, PARENT_SLEEPS] {
             self.region.word(word).store(0, Ordering::Release);
         }
-        self.region.zero(MARKS_AT, 4 * self.signature.sources.len());
+        for frame in &self.layout.frames {
+            self.region.zero(frame.mark(0), 4 * self.signature.sources.len());
+        }
         self.seq = 0;
         self.attach(live)
     }
@@ -179,58 +183,101 @@ impl Isolated {
         self.live.as_ref().map(|l| l.process.pid())
     }
 
-    /// Writes `bytes` into source `index`'s input slot, marked as values or storage.
-    pub fn write_input(&self, index: usize, bytes: &[u8], mark: u32) {
-        let (at, len) = self.layout.inputs[index];
-        assert!(bytes.len() <= len);
-        self.region.write(at, bytes);
-        self.region.word(MARKS_AT + 4 * index).store(mark, Ordering::Release);
+    /// Frames: how many commands may be handed over at once.
+    pub fn frames(&self) -> usize {
+        self.layout.frames.len()
     }
 
-    /// Clears every mark: inputs written for a command that never ran.
+    pub fn next_seq(&self) -> u32 {
+        self.seq.wrapping_add(1)
+    }
+
+    /// Commands issued and not done.
+    pub fn outstanding(&self) -> usize {
+        self.seq.wrapping_sub(self.region.word(DONE).load(Ordering::Acquire)) as usize
+    }
+
+    /// Writes `bytes` into source `index`'s input slot of the next command's frame, marked as
+    /// values or storage.
+    pub fn write_input(&self, index: usize, bytes: &[u8], mark: u32) {
+        let frame = self.layout.frame(self.seq.wrapping_add(1));
+        let (at, len) = frame.inputs[index];
+        assert!(bytes.len() <= len);
+        self.region.write(at, bytes);
+        self.region.word(frame.mark(index)).store(mark, Ordering::Release);
+    }
+
+    /// Clears the marks of the next command's frame: inputs written for a command that will
+    /// not be sent.
     pub fn clear_marks(&self) {
+        let frame = self.layout.frame(self.seq.wrapping_add(1));
         for index in 0..self.signature.sources.len() {
-            self.region.word(MARKS_AT + 4 * index).store(MARK_NONE, Ordering::Release);
+            self.region.word(frame.mark(index)).store(MARK_NONE, Ordering::Release);
         }
     }
 
-    /// Sends `cmd` to the child; returns its sequence number.
+    /// Sends `cmd` to the child in the next frame; returns its number. Refused while every
+    /// frame holds a command not done.
     pub fn begin(&mut self, cmd: u32, arg: u32) -> Result<u32> {
         let live = self.live.clone().ok_or_else(|| host_error(&self.signature.path, "no host process is running"))?;
-        self.region.word(CMD).store(cmd, Ordering::Relaxed);
-        self.region.word(ARG).store(arg, Ordering::Relaxed);
-        self.seq = self.seq.wrapping_add(1);
-        self.region.word(REQ).store(self.seq, Ordering::SeqCst);
+        if self.outstanding() >= self.frames() {
+            return Err(Error::Busy);
+        }
+        let seq = self.seq.wrapping_add(1);
+        let at = self.layout.frame(seq).at;
+        self.region.word(at + F_CMD).store(cmd, Ordering::Relaxed);
+        self.region.word(at + F_ARG).store(arg, Ordering::Relaxed);
+        self.region.word(at + F_STATE).store(STATE_READY, Ordering::Release);
+        self.seq = seq;
+        self.region.word(REQ).store(seq, Ordering::SeqCst);
         if self.region.word(CHILD_SLEEPS).load(Ordering::SeqCst) == 1 {
             // A child that died already shows at the wait; nothing to do here.
             let _ = live.channel.send(&[1], None);
         }
-        Ok(self.seq)
+        Ok(seq)
+    }
+
+    /// Takes command `seq` back if the child has not started it: it will skip it. Whether it
+    /// was taken back (a run handed over behind one that hangs goes to another instance).
+    pub fn reclaim(&self, seq: u32) -> bool {
+        let at = self.layout.frame(seq).at;
+        !self.done(seq) && self.region.word(at + F_STATE).compare_exchange(STATE_READY, STATE_CANCELLED, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 
     pub fn done(&self, seq: u32) -> bool {
-        self.region.word(DONE).load(Ordering::Acquire) == seq
+        is_done(&self.region, seq)
     }
 
-    /// The child's answer to the command just done.
-    pub fn answer(&self) -> Result<()> {
-        if self.region.word(STATUS).load(Ordering::Acquire) == 0 {
+    /// The child's answer to command `seq` (done, and its frame not reused since).
+    pub fn answer(&self, seq: u32) -> Result<()> {
+        let at = self.layout.frame(seq).at;
+        if self.region.word(at + F_STATUS).load(Ordering::Acquire) == 0 {
             return Ok(());
         }
-        let code_len = (self.region.word(CODE_LEN).load(Ordering::Relaxed) as usize).min(CODE_MAX);
-        let msg_len = (self.region.word(MSG_LEN).load(Ordering::Relaxed) as usize).min(MSG_MAX);
+        let code_len = (self.region.word(at + F_CODE_LEN).load(Ordering::Relaxed) as usize).min(CODE_MAX);
+        let msg_len = (self.region.word(at + F_MSG_LEN).load(Ordering::Relaxed) as usize).min(MSG_MAX);
         let mut code = vec![0u8; code_len];
         let mut message = vec![0u8; msg_len];
-        self.region.read(CODE_AT, &mut code);
-        self.region.read(MSG_AT, &mut message);
+        self.region.read(at + F_CODE, &mut code);
+        self.region.read(at + F_MSG, &mut message);
         Err(Error::Remote { code: Error::known_code(&String::from_utf8_lossy(&code)), message: String::from_utf8_lossy(&message).into_owned() })
     }
+
+    /// Where output `index` of command `seq` is in the region.
+    pub fn output_slot(&self, seq: u32, index: usize) -> (usize, usize) {
+        self.layout.frame(seq).outputs[index]
+    }
+}
+
+/// Whether command `seq` is done: DONE has reached it (counts wrap; at most a few frames apart).
+pub fn is_done(region: &SharedRegion, seq: u32) -> bool {
+    (region.word(DONE).load(Ordering::Acquire).wrapping_sub(seq) as i32) >= 0
 }
 
 /// Waits for command `seq` of `live` (spinning first for `spin`), until `until`, killing the
 /// child when it passes `until` or `max_rss` bytes of resident memory.
 pub fn wait(live: &Live, region: &SharedRegion, seq: u32, spin: Duration, until: Option<Instant>, max_rss: Option<u64>) -> Outcome {
-    let done = || region.word(DONE).load(Ordering::Acquire) == seq;
+    let done = || is_done(region, seq);
     if !spin.is_zero() && process::spin_until(done, spin) {
         return Outcome::Done;
     }

@@ -53,13 +53,18 @@ pub fn main(args: &[String]) -> i32 {
     if send_framed(&channel, &hello.0).is_err() {
         return 73;
     }
-    let mut len = [0u8; 8];
-    let region = match channel.recv_exact(&mut len) {
-        Ok(Some(fd)) => SharedRegion::map(fd, u64::from_le_bytes(len) as usize),
+    // The region's size and frame count, with its descriptor.
+    let mut handoff = [0u8; 12];
+    let region = match channel.recv_exact(&mut handoff) {
+        Ok(Some(fd)) => SharedRegion::map(fd, u64::from_le_bytes(handoff[..8].try_into().expect("8 bytes")) as usize),
         _ => return 74,
     };
     let Ok(region) = region else { return 75 };
-    let layout = match Layout::of(&Signature::of(&artifact), process::page_size()) {
+    let frames = u32::from_le_bytes(handoff[8..].try_into().expect("4 bytes")) as usize;
+    if !(1..=MAX_FRAMES).contains(&frames) {
+        return 76;
+    }
+    let layout = match Layout::of(&Signature::of(&artifact), frames, process::page_size()) {
         Ok(l) if l.len == region.len() => l,
         _ => return 76,
     };
@@ -82,15 +87,15 @@ struct Host {
 
 impl Host {
     fn serve(mut self) {
-        let mut seen = self.region.word(DONE).load(Ordering::Acquire);
+        let mut done = self.region.word(DONE).load(Ordering::Acquire);
         loop {
             let req = self.region.word(REQ);
-            if !process::spin_until(|| req.load(Ordering::Acquire) != seen, SPIN) {
+            if !process::spin_until(|| req.load(Ordering::Acquire) != done, SPIN) {
                 // Asleep until a byte comes; EOF means the parent is gone. The flag is set
                 // before REQ is looked at again, so a command sent meanwhile sends a byte.
                 let sleeps = self.region.word(CHILD_SLEEPS);
                 sleeps.store(1, Ordering::SeqCst);
-                if req.load(Ordering::SeqCst) == seen {
+                if req.load(Ordering::SeqCst) == done {
                     let mut bytes = [0u8; 64];
                     if let Ok((0, _)) | Err(_) = self.channel.recv(&mut bytes) {
                         return;
@@ -99,19 +104,28 @@ impl Host {
                 sleeps.store(0, Ordering::SeqCst);
                 continue;
             }
-            seen = req.load(Ordering::Acquire);
-            let outcome = self.execute(self.region.word(CMD).load(Ordering::Acquire), self.region.word(ARG).load(Ordering::Acquire));
-            self.answer(outcome);
-            self.region.word(DONE).store(seen, Ordering::SeqCst);
+            // Commands in order, each in its frame, back to back while more are waiting.
+            let seq = done.wrapping_add(1);
+            let frame = (seq.wrapping_sub(1) as usize) % self.layout.frames.len();
+            let at = self.layout.frames[frame].at;
+            // Taken, unless the parent took it back first (then it is skipped, and counted done).
+            if self.region.word(at + F_STATE).compare_exchange(STATE_READY, STATE_TAKEN, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                let outcome = self.execute(frame, self.region.word(at + F_CMD).load(Ordering::Acquire), self.region.word(at + F_ARG).load(Ordering::Acquire));
+                self.answer(at, outcome);
+            } else {
+                self.clear_marks(frame);
+            }
+            self.region.word(DONE).store(seq, Ordering::SeqCst);
+            done = seq;
             if self.region.word(PARENT_SLEEPS).load(Ordering::SeqCst) == 1 && self.channel.send(&[1], None).is_err() {
                 return;
             }
         }
     }
 
-    fn answer(&self, outcome: Result<()>) {
+    fn answer(&self, at: usize, outcome: Result<()>) {
         match outcome {
-            Ok(()) => self.region.word(STATUS).store(0, Ordering::Relaxed),
+            Ok(()) => self.region.word(at + F_STATUS).store(0, Ordering::Relaxed),
             Err(e) => {
                 let code = e.code().as_bytes();
                 let code = &code[..code.len().min(CODE_MAX)];
@@ -120,23 +134,23 @@ impl Host {
                 while !message.is_char_boundary(cut) {
                     cut -= 1;
                 }
-                self.region.write(CODE_AT, code);
-                self.region.write(MSG_AT, &message.as_bytes()[..cut]);
-                self.region.word(CODE_LEN).store(code.len() as u32, Ordering::Relaxed);
-                self.region.word(MSG_LEN).store(cut as u32, Ordering::Relaxed);
-                self.region.word(STATUS).store(1, Ordering::Relaxed);
+                self.region.write(at + F_CODE, code);
+                self.region.write(at + F_MSG, &message.as_bytes()[..cut]);
+                self.region.word(at + F_CODE_LEN).store(code.len() as u32, Ordering::Relaxed);
+                self.region.word(at + F_MSG_LEN).store(cut as u32, Ordering::Relaxed);
+                self.region.word(at + F_STATUS).store(1, Ordering::Relaxed);
             }
         }
     }
 
-    fn execute(&mut self, cmd: u32, arg: u32) -> Result<()> {
+    fn execute(&mut self, frame: usize, cmd: u32, arg: u32) -> Result<()> {
         match cmd {
             RUN => {
-                self.apply_marks()?;
+                self.apply_marks(frame)?;
                 self.instance.run()?;
-                self.write_outputs()
+                self.write_outputs(frame)
             }
-            SET => self.apply_marks(),
+            SET => self.apply_marks(frame),
             STORAGE => {
                 let index = arg as usize;
                 let artifact = self.instance.artifact().clone();
@@ -149,18 +163,24 @@ impl Host {
         }
     }
 
+    fn clear_marks(&self, frame: usize) {
+        for index in 0..self.instance.artifact().sources.len() {
+            self.region.word(self.layout.frames[frame].mark(index)).store(MARK_NONE, Ordering::Release);
+        }
+    }
+
     /// Hands the instance every input the parent marked, clearing the marks.
-    fn apply_marks(&mut self) -> Result<()> {
+    fn apply_marks(&mut self, frame: usize) -> Result<()> {
         let artifact = self.instance.artifact().clone();
         let mut first_error = None;
         for (index, source) in artifact.sources.iter().enumerate() {
-            let mark = self.region.word(MARKS_AT + 4 * index);
+            let mark = self.region.word(self.layout.frames[frame].mark(index));
             let kind = mark.swap(MARK_NONE, Ordering::AcqRel);
             if kind == MARK_NONE || first_error.is_some() {
                 continue;
             }
             let t = &source.tensor;
-            let (at, _) = self.layout.inputs[index];
+            let (at, _) = self.layout.frames[frame].inputs[index];
             let bytes = if kind == MARK_STORAGE { t.physical_bytes() } else { t.byte_count };
             let slot: &[u8] = self.region.slot_mut(at, bytes);
             let values = match t.dtype {
@@ -182,10 +202,10 @@ impl Host {
         first_error.map_or(Ok(()), Err)
     }
 
-    fn write_outputs(&mut self) -> Result<()> {
+    fn write_outputs(&mut self, frame: usize) -> Result<()> {
         let artifact = self.instance.artifact().clone();
         for (index, info) in artifact.outputs.iter().enumerate() {
-            let (at, len) = self.layout.outputs[index];
+            let (at, len) = self.layout.frames[frame].outputs[index];
             let slot = self.region.slot_mut(at, len);
             let target = match info.dtype {
                 DType::F32 => elements_mut::<f32>(slot).map(ElementsMut::F32),

@@ -2,13 +2,15 @@
 //! `host.rs`), its tensors cross through a region both processes map, and its death fails
 //! only the run it was executing (`child.rs`, the parent's side).
 //!
-//! The region (`Layout`): a control page (sequence words, the command, the child's answer),
-//! one mark per source, then 64-byte-aligned slots: per source its input values, per BOUND
-//! source the storage `storage()` hands out, per output its values. The parent writes inputs
-//! and a command, bumps `REQ`; the child applies, runs, writes outputs and its status, sets
-//! `DONE` to the same number. A side that sleeps says so in its word first, and the other
-//! then sends one byte on the control socket to wake it; the sequence words, not the bytes,
-//! say what is done, so a stray byte costs one wake-up.
+//! The region (`Layout`): a control page (sequence words, sleep flags), the storage slot of
+//! each BOUND source (what `storage()` hands out), then `frames` frames. A frame holds one
+//! command: its header (command, argument, the child's answer), one mark per source, a slot
+//! per source for its input values and one per output. The parent fills frame
+//! `REQ % frames`, then bumps `REQ`; the child takes commands in order, answers each in its
+//! frame and sets `DONE` to its number, so several runs can be handed over at once and run
+//! back to back. A side that sleeps says so in its flag first, and the other then sends one
+//! byte on the control socket to wake it; the sequence words, not the bytes, say what is
+//! done, so a stray byte costs one wake-up.
 
 pub mod child;
 pub mod host;
@@ -17,23 +19,31 @@ use crate::abi::{Binding, DType, Kind};
 use crate::error::{Error, Result};
 use crate::meta::{SourceInfo, TensorInfo};
 
-/// Control words, each on its own cache line.
+/// Control words, each on its own cache line: commands issued and done (wrapping counts),
+/// and the sleep flags: only a side that set its flag is sent a wake-up byte (bytes nobody
+/// reads would fill the socket and block the sender).
 pub const REQ: usize = 0;
 pub const DONE: usize = 64;
-pub const CMD: usize = 128;
-pub const ARG: usize = 132;
-pub const STATUS: usize = 192;
-pub const CODE_LEN: usize = 196;
-pub const MSG_LEN: usize = 200;
-/// Set by a side about to sleep on the socket: only then does the other send a wake-up byte
-/// (bytes nobody reads would fill the socket and block the sender).
-pub const CHILD_SLEEPS: usize = 256;
-pub const PARENT_SLEEPS: usize = 320;
-pub const CODE_AT: usize = 384;
+pub const CHILD_SLEEPS: usize = 128;
+pub const PARENT_SLEEPS: usize = 192;
+const CONTROL: usize = 4096;
+
+/// A frame's header: the command, its argument and the child's answer.
+pub const F_CMD: usize = 0;
+pub const F_ARG: usize = 4;
+pub const F_STATUS: usize = 8;
+pub const F_CODE_LEN: usize = 12;
+pub const F_MSG_LEN: usize = 16;
+/// A frame's state: whether its command may still be taken back (see `child::reclaim`).
+pub const F_STATE: usize = 20;
+pub const STATE_READY: u32 = 1;
+pub const STATE_TAKEN: u32 = 2;
+pub const STATE_CANCELLED: u32 = 3;
+pub const F_CODE: usize = 64;
 pub const CODE_MAX: usize = 64;
-pub const MSG_AT: usize = 448;
-pub const MSG_MAX: usize = 4096 - MSG_AT;
-pub const MARKS_AT: usize = 4096;
+pub const F_MSG: usize = 128;
+const FRAME_HEADER: usize = 2048;
+pub const MSG_MAX: usize = FRAME_HEADER - F_MSG;
 
 /// Commands.
 pub const RUN: u32 = 1;
@@ -42,19 +52,35 @@ pub const SET: u32 = 2;
 /// Binds the storage slot of source `ARG` to it (`storage()`).
 pub const STORAGE: u32 = 3;
 
-/// Marks: what the input slot of a source holds for the next command.
+/// Marks: what the input slot of a source holds for its frame's command.
 pub const MARK_NONE: u32 = 0;
 pub const MARK_VALUES: u32 = 1;
 pub const MARK_STORAGE: u32 = 2;
 
 const ALIGN: usize = 64;
+/// Most frames an instance has, and the bytes their slots may take together (one frame at least).
+pub const MAX_FRAMES: usize = 8;
+const FRAMES_BYTES: usize = 16 << 20;
+
+/// One frame of the region: where its header, marks and slots are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub at: usize,
+    pub inputs: Vec<(usize, usize)>,
+    pub outputs: Vec<(usize, usize)>,
+}
+
+impl Frame {
+    pub fn mark(&self, index: usize) -> usize {
+        self.at + FRAME_HEADER + 4 * index
+    }
+}
 
 /// Where everything lives in the region of one artifact's instance.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
-    pub inputs: Vec<(usize, usize)>,
     pub storage: Vec<(usize, usize)>,
-    pub outputs: Vec<(usize, usize)>,
+    pub frames: Vec<Frame>,
     pub len: usize,
 }
 
@@ -62,30 +88,47 @@ fn align_up(n: usize, to: usize) -> Option<usize> {
     n.checked_add(to - 1).map(|v| v / to * to)
 }
 
+fn input_bytes(s: &SourceInfo) -> usize {
+    if s.binding == Binding::Embedded {
+        0
+    } else {
+        s.tensor.byte_count.max(s.tensor.physical_bytes())
+    }
+}
+
 impl Layout {
-    pub fn of(sig: &Signature, page: usize) -> Result<Layout> {
+    /// How many frames an instance of `sig` gets: up to MAX_FRAMES, as many as fit FRAMES_BYTES.
+    pub fn frames_for(sig: &Signature) -> usize {
+        let bytes = sig.sources.iter().map(|s| input_bytes(s).saturating_add(ALIGN)).chain(sig.outputs.iter().map(|o| o.byte_count.saturating_add(ALIGN))).fold(FRAME_HEADER, usize::saturating_add);
+        (FRAMES_BYTES / bytes.max(1)).clamp(1, MAX_FRAMES)
+    }
+
+    pub fn of(sig: &Signature, frames: usize, page: usize) -> Result<Layout> {
         let too_big = || Error::Host { path: sig.path.clone(), reason: "its tensors do not fit one address space".into() };
-        let mut at = MARKS_AT.checked_add(sig.sources.len().checked_mul(4).ok_or_else(too_big)?).ok_or_else(too_big)?;
+        let mut at = CONTROL;
         let mut slot = |bytes: usize| -> Result<(usize, usize)> {
             let start = align_up(at, ALIGN).ok_or_else(too_big)?;
             at = start.checked_add(bytes).ok_or_else(too_big)?;
             Ok((start, bytes))
         };
-        let mut inputs = Vec::with_capacity(sig.sources.len());
-        for s in &sig.sources {
-            let bytes = if s.binding == Binding::Embedded { 0 } else { s.tensor.byte_count.max(s.tensor.physical_bytes()) };
-            inputs.push(slot(bytes)?);
-        }
         let mut storage = Vec::with_capacity(sig.sources.len());
         for s in &sig.sources {
             storage.push(slot(if s.binding == Binding::Bound { s.tensor.physical_bytes() } else { 0 })?);
         }
-        let mut outputs = Vec::with_capacity(sig.outputs.len());
-        for o in &sig.outputs {
-            outputs.push(slot(o.byte_count)?);
+        let mut list = Vec::with_capacity(frames);
+        for _ in 0..frames.max(1) {
+            let header = slot(FRAME_HEADER.checked_add(sig.sources.len().checked_mul(4).ok_or_else(too_big)?).ok_or_else(too_big)?)?;
+            let inputs = sig.sources.iter().map(|s| slot(input_bytes(s))).collect::<Result<Vec<_>>>()?;
+            let outputs = sig.outputs.iter().map(|o| slot(o.byte_count)).collect::<Result<Vec<_>>>()?;
+            list.push(Frame { at: header.0, inputs, outputs });
         }
         let len = align_up(at.max(1), page).ok_or_else(too_big)?;
-        Ok(Layout { inputs, storage, outputs, len })
+        Ok(Layout { storage, frames: list, len })
+    }
+
+    /// The frame of command number `seq` (1 for the first).
+    pub fn frame(&self, seq: u32) -> &Frame {
+        &self.frames[(seq.wrapping_sub(1) as usize) % self.frames.len()]
     }
 }
 
@@ -308,16 +351,38 @@ mod tests {
 
     #[test]
     fn slots_are_aligned_apart_and_sized_for_values_or_storage() {
-        let l = Layout::of(&sig(), 4096).unwrap();
+        let l = Layout::of(&sig(), 3, 4096).unwrap();
+        assert_eq!(l.frames.len(), 3);
         // x: 24 bytes of values; w: the larger of 6 logical bytes and 18 physical; c: none.
-        assert_eq!(l.inputs.iter().map(|s| s.1).collect::<Vec<_>>(), vec![24, 18, 0]);
+        for f in &l.frames {
+            assert_eq!(f.inputs.iter().map(|s| s.1).collect::<Vec<_>>(), vec![24, 18, 0]);
+            assert_eq!(f.outputs.iter().map(|s| s.1).collect::<Vec<_>>(), vec![7, 4]);
+        }
         assert_eq!(l.storage.iter().map(|s| s.1).collect::<Vec<_>>(), vec![0, 18, 0]);
-        assert_eq!(l.outputs.iter().map(|s| s.1).collect::<Vec<_>>(), vec![7, 4]);
-        let mut all: Vec<(usize, usize)> = l.inputs.iter().chain(&l.storage).chain(&l.outputs).copied().collect();
-        assert!(all.iter().all(|(at, _)| at % 64 == 0 && *at >= MARKS_AT + 12));
+        let mut all: Vec<(usize, usize)> = l.storage.clone();
+        for f in &l.frames {
+            all.push((f.at, FRAME_HEADER + 12));
+            all.extend(f.inputs.iter().chain(&f.outputs).copied());
+        }
+        assert!(all.iter().all(|(at, _)| at % 64 == 0 && *at >= CONTROL));
         all.sort();
         assert!(all.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0), "no overlap");
         assert_eq!(l.len % 4096, 0);
         assert!(l.len >= all.last().map(|(a, n)| a + n).unwrap());
+        // Commands take the frames in turn, the count wrapping past u32::MAX.
+        assert_eq!(l.frame(1).at, l.frames[0].at);
+        assert_eq!(l.frame(3).at, l.frames[2].at);
+        assert_eq!(l.frame(4).at, l.frames[0].at);
+        assert_eq!(l.frame(0).at, l.frames[(u32::MAX as usize) % 3].at);
+    }
+
+    #[test]
+    fn small_artifacts_get_every_frame_large_ones_one() {
+        assert_eq!(Layout::frames_for(&sig()), MAX_FRAMES);
+        let mut big = sig();
+        big.outputs[1] = tensor(DType::F32, &[8 << 20], 8 << 20);
+        assert_eq!(Layout::frames_for(&big), 1);
+        big.outputs[1] = tensor(DType::F32, &[1 << 20], 1 << 20);
+        assert_eq!(Layout::frames_for(&big), 3);
     }
 }

@@ -219,8 +219,14 @@ impl NativeIsolate {
     #[napi]
     pub fn poll(&self, seq: u32, spin_us: f64) -> napi::Result<bool, Code> {
         let region = self.with(|iso| Ok(iso.region.clone()))?;
-        let done = || region.word(crate::isolate::DONE).load(std::sync::atomic::Ordering::Acquire) == seq;
+        let done = || child::is_done(&region, seq);
         Ok(crate::sys::process::spin_until(done, Duration::from_secs_f64(spin_us.max(0.0) / 1e6)))
+    }
+
+    /// Takes back command `seq` if its child has not started it (see `Isolated::reclaim`).
+    #[napi]
+    pub fn reclaim(&self, seq: u32) -> bool {
+        self.inner.borrow().as_ref().is_some_and(|iso| iso.reclaim(seq))
     }
 
     /// Whether command `seq` is done, without waiting.
@@ -292,26 +298,38 @@ impl NativeIsolate {
         }
     }
 
-    /// The child's answer to the last command: throws the error it reported.
-    #[napi]
-    pub fn answer(&self) -> napi::Result<(), Code> {
-        self.with(|iso| iso.answer())
+    /// The number the next command will get (its frame is where its inputs go).
+    #[napi(getter)]
+    pub fn next_seq(&self) -> u32 {
+        self.inner.borrow().as_ref().map_or(0, |iso| iso.next_seq())
     }
 
-    /// Every output of the last run, in new arrays (f16 decoded unless `f16_bits`).
+    /// How many commands may be handed over at once.
+    #[napi(getter)]
+    pub fn frames(&self) -> u32 {
+        self.inner.borrow().as_ref().map_or(1, |iso| iso.frames() as u32)
+    }
+
+    /// The child's answer to command `seq`: throws the error it reported.
     #[napi]
-    pub fn outputs<'env>(&self, env: &'env Env, f16_bits: bool) -> napi::Result<Vec<Unknown<'env>>, Code> {
+    pub fn answer(&self, seq: u32) -> napi::Result<(), Code> {
+        self.with(|iso| iso.answer(seq))
+    }
+
+    /// Every output of run `seq`, in new arrays (f16 decoded unless `f16_bits`).
+    #[napi]
+    pub fn outputs<'env>(&self, env: &'env Env, seq: u32, f16_bits: bool) -> napi::Result<Vec<Unknown<'env>>, Code> {
         let count = self.with(|iso| Ok(iso.signature.outputs.len()))?;
-        (0..count).map(|i| self.output(env, i as u32, f16_bits)).collect()
+        (0..count).map(|i| self.output(env, seq, i as u32, f16_bits)).collect()
     }
 
     #[napi]
-    pub fn output<'env>(&self, env: &'env Env, index: u32, f16_bits: bool) -> napi::Result<Unknown<'env>, Code> {
+    pub fn output<'env>(&self, env: &'env Env, seq: u32, index: u32, f16_bits: bool) -> napi::Result<Unknown<'env>, Code> {
         let data = self.with(|iso| {
             let info = iso.signature.outputs.get(index as usize).ok_or(Error::OutputIndex { index: i64::from(index), count: iso.signature.outputs.len() })?;
             let n = info.logical_count;
             // Straight from the region into the vector that becomes the array: one copy.
-            let (at, len) = iso.layout.outputs[index as usize];
+            let (at, len) = iso.output_slot(seq, index as usize);
             let read = |out: &mut [u8]| {
                 debug_assert_eq!(out.len(), len);
                 iso.region.read(at, out);
@@ -356,6 +374,27 @@ impl NativeIsolate {
         Ok(js::region_buffer(env.raw(), &region).map_err(super::napi_err)?.map(|v| unsafe_unknown(env, v)))
     }
 
+    /// Where each frame is in the region, for the facade's own reads and writes of it:
+    /// per frame `[header, firstMark, inputs (offset, length)..., outputs (offset, length)...]`.
+    #[napi]
+    pub fn frame_layout(&self) -> napi::Result<Vec<Vec<f64>>, Code> {
+        self.with(|iso| {
+            Ok(iso
+                .layout
+                .frames
+                .iter()
+                .map(|f| {
+                    let mut v = vec![f.at as f64, f.mark(0) as f64];
+                    for &(at, len) in f.inputs.iter().chain(&f.outputs) {
+                        v.push(at as f64);
+                        v.push(len as f64);
+                    }
+                    v
+                })
+                .collect())
+        })
+    }
+
     /// `[byteOffset, byteLength]` of source `index`'s storage slot in the region.
     #[napi]
     pub fn storage_slot(&self, index: u32) -> napi::Result<Vec<f64>, Code> {
@@ -387,6 +426,7 @@ impl NativeIsolate {
             if let Some(live) = iso.live() {
                 live.process.kill();
             }
+            iso.region.release_fd();
         }
         if let Some(w) = self.waiter.borrow_mut().take() {
             drop(w.jobs);

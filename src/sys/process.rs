@@ -21,7 +21,8 @@ fn cvt(r: libc::c_int) -> IoResult<libc::c_int> {
 pub struct SharedRegion {
     ptr: *mut u8,
     len: usize,
-    fd: OwnedFd,
+    /// Kept to hand to a new child; let go at close (the mapping needs no descriptor).
+    fd: std::sync::Mutex<Option<OwnedFd>>,
 }
 
 // SAFETY: the mapping is plain memory owned by this value until drop; concurrent access goes
@@ -62,7 +63,7 @@ impl SharedRegion {
         if ptr == libc::MAP_FAILED {
             return Err(IoError::last_os_error());
         }
-        Ok(SharedRegion { ptr: ptr.cast(), len, fd })
+        Ok(SharedRegion { ptr: ptr.cast(), len, fd: std::sync::Mutex::new(Some(fd)) })
     }
 
     pub fn len(&self) -> usize {
@@ -71,8 +72,14 @@ impl SharedRegion {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-    pub fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+    /// The memfd, until `release_fd`.
+    pub fn fd(&self) -> Option<RawFd> {
+        self.fd.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    /// Closes the memfd; the mapping stays for as long as views of it live.
+    pub fn release_fd(&self) {
+        self.fd.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
     /// The mapping's address, for an external ArrayBuffer that holds this region alive.
     pub fn as_ptr(&self) -> *mut u8 {
