@@ -31,6 +31,7 @@ const DRIVE_MS = 1;
 /** Inputs copied into the region by JavaScript when they come as the dtype's own array, whole. */
 const FAST_INPUTS = { f32: Float32Array, f16: Uint16Array, i8: Int8Array };
 const MARK_VALUES = 1;
+const NATIVE_OUTPUT_BYTES = 65536;
 /** A run that has taken this long on an instance has the runs handed behind it taken back. */
 const RECLAIM_MS = 1;
 const DONE_WORD = 64 / 4;
@@ -345,7 +346,11 @@ class Lane {
     if (this.fast === null) return this.native.outputs(seq, f16Bits);
     const frame = this.frameOf(seq);
     if (this.u32[frame.status] !== 0) this.native.answer(seq);
-    return frame.outputs.map((view, j) => (this.description.outputs[j].dtype === 'f16' && !f16Bits ? decodeF16(view) : view.slice()));
+    // Large outputs as the in-process runtime makes them (a native vector behind an external
+    // buffer, which reuses freed pages); small ones copied here, without a native call.
+    return frame.outputs.map((view, j) =>
+      view.byteLength > NATIVE_OUTPUT_BYTES ? this.native.output(seq, j, f16Bits) : this.description.outputs[j].dtype === 'f16' && !f16Bits ? decodeF16(view) : view.slice(),
+    );
   }
 
   /** The error of a run the child did not finish. */

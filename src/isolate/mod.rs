@@ -58,9 +58,10 @@ pub const MARK_VALUES: u32 = 1;
 pub const MARK_STORAGE: u32 = 2;
 
 const ALIGN: usize = 64;
-/// Most frames an instance has, and the bytes their slots may take together (one frame at least).
+/// Most frames an instance has, and the bytes their slots may take together (one frame at
+/// least): frames pay off for short runs, whose tensors are small.
 pub const MAX_FRAMES: usize = 8;
-const FRAMES_BYTES: usize = 16 << 20;
+const FRAMES_BYTES: usize = 1 << 20;
 
 /// One frame of the region: where its header, marks and slots are.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -380,9 +381,9 @@ mod tests {
     fn small_artifacts_get_every_frame_large_ones_one() {
         assert_eq!(Layout::frames_for(&sig()), MAX_FRAMES);
         let mut big = sig();
-        big.outputs[1] = tensor(DType::F32, &[8 << 20], 8 << 20);
-        assert_eq!(Layout::frames_for(&big), 1);
         big.outputs[1] = tensor(DType::F32, &[1 << 20], 1 << 20);
+        assert_eq!(Layout::frames_for(&big), 1);
+        big.outputs[1] = tensor(DType::F32, &[1 << 16], 1 << 16);
         assert_eq!(Layout::frames_for(&big), 3);
     }
 }
