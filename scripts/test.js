@@ -23,7 +23,8 @@ function step(cmd, args, opts = {}) {
 }
 
 const npx = path.join(root, 'node_modules', '.bin');
-step('cargo', ['test', '--quiet']);
+// --features host: the isolated-instance tests drive the host binary it builds.
+step('cargo', ['test', '--quiet', '--features', 'host']);
 step(path.join(npx, 'napi'), ['build', '--platform', '--release', '--features', 'node', '--js', 'native.js', '--dts', 'native.d.ts']);
 step(process.execPath, ['scripts/build-host.js']);
 step(process.execPath, ['scripts/build-fixtures.js']);

@@ -1,0 +1,148 @@
+//! Isolated instances without Node: the parent's side (`isolate::child`) driving real host
+//! processes (the `zgc-runtime-host` binary, built with `--features host`) on C fixtures.
+#![cfg(feature = "host")]
+
+mod common;
+
+use std::time::{Duration, Instant};
+use zgc_runtime::isolate::child::{self, Isolated, Outcome};
+use zgc_runtime::isolate::{MARK_VALUES, RUN, SET};
+use zgc_runtime::sys::process::Exit;
+use zgc_runtime::Error;
+
+const HOST: &str = env!("CARGO_BIN_EXE_zgc-runtime-host");
+const START: Duration = Duration::from_secs(10);
+
+fn env() -> Vec<String> {
+    std::env::vars().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+}
+
+fn faulty() -> Isolated {
+    Isolated::start(HOST, &common::build("faulty", "faulty.c", &[]), &env(), START).unwrap()
+}
+
+/// Writes the faulty fixture's inputs and issues a run; its number.
+fn run(iso: &mut Isolated, x: [f32; 4], mode: f32) -> u32 {
+    iso.write_input(0, &f32s(&x), MARK_VALUES);
+    iso.write_input(1, &f32s(&[mode]), MARK_VALUES);
+    iso.write_input(2, &f32s(&[0.0]), MARK_VALUES);
+    iso.begin(RUN, 0).unwrap()
+}
+
+fn wait(iso: &Isolated, seq: u32, until: Option<Duration>, cap: Option<u64>) -> Outcome {
+    child::wait(&iso.live().unwrap(), &iso.region, seq, Duration::ZERO, until.map(|d| Instant::now() + d), cap)
+}
+
+fn output(iso: &Isolated, seq: u32) -> Vec<f32> {
+    let (at, len) = iso.output_slot(seq, 0);
+    let mut bytes = vec![0u8; len];
+    iso.region.read(at, &mut bytes);
+    bytes.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+#[test]
+fn a_run_crosses_the_region_and_comes_back() {
+    let mut iso = faulty();
+    assert_eq!(iso.signature.sources.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["x", "mode", "id"]);
+    let seq = run(&mut iso, [1.0, 2.0, 3.0, 4.0], 0.0);
+    assert_eq!(wait(&iso, seq, None, None), Outcome::Done);
+    iso.answer(seq).unwrap();
+    assert_eq!(output(&iso, seq), [3.0, 5.0, 7.0, 9.0]);
+}
+
+#[test]
+fn runs_handed_over_together_run_in_order_each_in_its_frame() {
+    let mut iso = faulty();
+    assert!(iso.frames() > 2);
+    let seqs: Vec<u32> = (0..iso.frames()).map(|k| run(&mut iso, [k as f32; 4], 0.0)).collect();
+    // Every frame holds a command not done: the next one is refused, not overwritten.
+    assert_eq!(iso.begin(RUN, 0).unwrap_err(), Error::Busy);
+    assert_eq!(wait(&iso, *seqs.last().unwrap(), None, None), Outcome::Done);
+    for (k, &seq) in seqs.iter().enumerate() {
+        assert!(iso.done(seq));
+        assert_eq!(output(&iso, seq), [2.0 * k as f32 + 1.0; 4]);
+    }
+}
+
+#[test]
+fn a_crash_is_seen_with_its_signal_and_a_new_process_serves_on_the_same_region() {
+    let mut iso = faulty();
+    let first = iso.pid().unwrap();
+    let seq = run(&mut iso, [1.0; 4], 1.0);
+    assert_eq!(wait(&iso, seq, None, None), Outcome::Exited(Exit::Signal(libc::SIGSEGV)));
+    let seq = run(&mut iso, [1.0; 4], 3.0);
+    // Dead already: the run cannot be done.
+    assert!(matches!(wait(&iso, seq, None, None), Outcome::Exited(_)));
+    iso.respawn(&env(), START).unwrap();
+    assert_ne!(iso.pid().unwrap(), first);
+    let seq = run(&mut iso, [2.0; 4], 0.0);
+    assert_eq!(seq, 1, "the count starts again with the process");
+    assert_eq!(wait(&iso, seq, None, None), Outcome::Done);
+    assert_eq!(output(&iso, seq), [5.0; 4]);
+    let seq = run(&mut iso, [2.0; 4], 3.0);
+    assert_eq!(wait(&iso, seq, None, None), Outcome::Exited(Exit::Code(3)));
+}
+
+#[test]
+fn a_hung_run_is_killed_at_its_deadline_and_a_runaway_at_its_memory_cap() {
+    let mut iso = faulty();
+    let seq = run(&mut iso, [1.0; 4], 4.0);
+    let t0 = Instant::now();
+    assert_eq!(wait(&iso, seq, Some(Duration::from_millis(50)), None), Outcome::Timeout);
+    assert!(t0.elapsed() >= Duration::from_millis(50) && t0.elapsed() < Duration::from_secs(2));
+    assert!(iso.live().unwrap().process.exited());
+    iso.respawn(&env(), START).unwrap();
+    let seq = run(&mut iso, [1.0; 4], 5.0);
+    match wait(&iso, seq, None, Some(64 << 20)) {
+        Outcome::Memory(rss) => assert!(rss > 64 << 20),
+        other => panic!("expected the memory cap, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_run_not_started_can_be_taken_back_and_is_then_skipped() {
+    let mut iso = faulty();
+    let slow = run(&mut iso, [1.0; 4], 6.0); // 200 ms
+    let behind = run(&mut iso, [7.0; 4], 0.0);
+    let after = run(&mut iso, [8.0; 4], 0.0);
+    assert!(iso.reclaim(behind));
+    assert!(!iso.reclaim(behind), "once");
+    assert_eq!(wait(&iso, after, None, None), Outcome::Done);
+    assert!(iso.done(slow) && iso.done(behind));
+    assert_eq!(output(&iso, after), [17.0; 4]);
+    // The skipped frame still holds what was written; the child never computed it.
+    assert_ne!(output(&iso, behind), [15.0; 4]);
+    assert!(!iso.reclaim(after), "done: nothing to take back");
+}
+
+#[test]
+fn an_error_the_child_reports_comes_back_with_its_code_and_message() {
+    // A bool input of 2 is refused by the child's own check, named as in-process.
+    let dtypes = Isolated::start(HOST, &common::build("dtypes", "dtypes.c", &[]), &env(), START).unwrap();
+    let m = dtypes.signature.sources.iter().position(|s| s.name == "m").unwrap();
+    let mut dtypes = dtypes;
+    dtypes.write_input(m, &[0, 1, 2, 0, 1], MARK_VALUES);
+    let seq = dtypes.begin(SET, 0).unwrap();
+    assert_eq!(wait(&dtypes, seq, None, None), Outcome::Done);
+    let err = dtypes.answer(seq).unwrap_err();
+    assert_eq!(err.code(), "ERR_ZGC_VALUE");
+    assert!(err.to_string().contains("\"m\""), "{err}");
+}
+
+#[test]
+fn a_host_that_cannot_load_the_artifact_says_why() {
+    let err = Isolated::start(HOST, "/nonexistent/model.so", &env(), START).err().unwrap();
+    assert_eq!(err.code(), "ERR_ZGC_LOAD");
+    let err = Isolated::start("/nonexistent/host", &common::build("faulty", "faulty.c", &[]), &env(), START).err().unwrap();
+    assert_eq!(err.code(), "ERR_ZGC_INSTANCE_START");
+    assert!(err.to_string().contains("cannot start the host program"), "{err}");
+    let mut dying = env();
+    dying.push("ZGC_FAULTY_ABORT_AT_LOAD=1".into());
+    let err = Isolated::start(HOST, &common::build("faulty", "faulty.c", &[]), &dying, START).err().unwrap();
+    assert_eq!(err.code(), "ERR_ZGC_INSTANCE_START");
+    assert!(err.to_string().contains("signal 6 (SIGABRT) before it had loaded"), "{err}");
+}
