@@ -170,6 +170,22 @@ const checks = {
     assert.equal(view[123], typeof view.buffer.transfer === 'function' ? 5 : 2);
   },
 
+  async "isolate: 'process': a crash fails its run, the instance comes back, a hung run times out"() {
+    const rt = load(fixture('faulty'), { isolate: 'process' });
+    const x = new Float32Array([1, 2, 3, 4]);
+    const want = Array.from(x, (v) => f(f(v * 2) + 1));
+    assert.deepEqual(Array.from((await rt.runAsync({ x, mode: 0, id: 0 }))[0].data), want);
+    await assert.rejects(rt.runAsync({ x, mode: 1, id: 1 }), (e) => e.code === 'ERR_ZGC_INSTANCE_CRASHED' && e.signal === 'SIGSEGV');
+    await assert.rejects(rt.runAsync({ x, mode: 4, id: 2 }, { timeoutMs: 100 }), (e) => e.code === 'ERR_ZGC_TIMEOUT');
+    assert.deepEqual(Array.from(rt.run({ x, mode: 0, id: 3 })[0].data), want);
+    assert.equal(rt.stats().restarts, 2);
+    const pool = createPool(fixture('add'), { isolate: 'process', size: 2 });
+    const outs = await Promise.all(Array.from({ length: 100 }, (_, i) => pool.run({ a: [i, 0, 0, 0], b: [1, 1, 1, 1] })));
+    outs.forEach((o, i) => assert.equal(o[0].data[0], i + 1));
+    await pool.close();
+    rt.close();
+  },
+
   'a malformed artifact in a child process: a clear error, no crash, then a good one runs'() {
     const r = again('--child-malformed');
     assert.equal(r.status, 0, r.stderr);
