@@ -344,7 +344,7 @@ describe('what a client library never sends', () => {
       const m = new RegExp(`^${line.replace(/[{}"+.]/g, '\\$&')} (\\S+)$`, 'm').exec(text);
       return m ? Number(m[1]) : 0;
     };
-    const count = (text, outcome) => value(text, `zgc_inference_requests_total{model="solo",version="1",outcome="${outcome}"}`);
+    const count = (text, outcome) => value(text, `zgc_inference_requests_total{model="solo",version="1",outcome="${outcome}",protocol="rest"}`);
     const runs = (text) => value(text, 'zgc_compute_seconds_count{model="solo",version="1"}');
     const ok = { inputs: [tensor('a', 'FP32', [4], [1, 2, 3, 4]), tensor('b', 'FP32', [4], [1, 2, 3, 4])] };
     for (let i = 0; i < 5; i++) await infer(url, 'solo', ok);
@@ -363,7 +363,7 @@ describe('what a client library never sends', () => {
     for (let i = 0; i < 3; i++) await infer(url, `nope-${i}`, ok);
     const unknown = (await request(`${url}/metrics`, { method: 'GET' })).body.toString();
     expect(unknown).not.toMatch(/nope-/);
-    expect(value(unknown, 'zgc_inference_requests_total{model="_unknown",version="",outcome="not_found"}')).toBeGreaterThanOrEqual(3);
+    expect(value(unknown, 'zgc_inference_requests_total{model="_unknown",version="",outcome="not_found",protocol="rest"}')).toBeGreaterThanOrEqual(3);
   });
 });
 
@@ -494,7 +494,7 @@ describe('the API: createServer and a handler that mounts in another server', ()
     const bad = await infer(url, 'm', { inputs: [] }, { 'content-type': 'application/json' });
     expect([bad.status, bad.json.error]).toEqual([400, expect.stringMatching(/input "a", "b" are missing/)]);
     const metrics = (await request(`${url}/metrics`, { method: 'GET' })).body.toString();
-    expect(metrics).toMatch(/^zgc_inference_requests_total\{model="m",version="1",outcome="success"\} 1$/m);
+    expect(metrics).toMatch(/^zgc_inference_requests_total\{model="m",version="1",outcome="success",protocol="rest"\} 1$/m);
     await close();
     await handler.close();
   });

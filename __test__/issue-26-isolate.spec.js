@@ -499,7 +499,7 @@ describe('serve: an isolated model next to a healthy one', () => {
       const crashes = Number(/zgc_instance_crashes_total\{model="faulty",version="1"\} (\d+)/.exec(metrics)[1]);
       expect(crashes).toBe(61);
       expect(Number(/zgc_instance_restarts_total\{model="faulty",version="1"\} (\d+)/.exec(metrics)[1])).toBeGreaterThanOrEqual(crashes + 6);
-      expect(metrics).toMatch(/zgc_inference_requests_total\{model="faulty",version="1",outcome="instance_crashed"\} 61/);
+      expect(metrics).toMatch(/zgc_inference_requests_total\{model="faulty",version="1",outcome="instance_crashed",protocol="rest"\} 61/);
       expect(metrics).toMatch(/zgc_instances_alive\{model="add",version="1"\} 2/);
     } finally {
       agent.destroy();

@@ -30,6 +30,7 @@ commands:
     --poll-ms N           reload models whose files changed, checked this often (2000; 0: never)
     --shutdown-timeout-ms N  on SIGTERM/SIGINT, how long accepted requests may take (30000)
     --isolate none|process   run each instance in a process of its own (a model's config.json "isolate" wins; none)
+    --grpc-port N         also serve the protocol's gRPC service there (Triton's is 8001; off unless given; needs @grpc/grpc-js)
 `;
 
 const { UsageError, parseArgs, readInput, checkInputsGiven } = require('../lib/cli-args');
@@ -40,7 +41,7 @@ function serve(options) {
   const log = (line) => process.stderr.write(`zgc-runtime serve: ${line}\n`);
   let server;
   try {
-    const { command, port, host, ...rest } = options;
+    const { command, port, host, grpcPort, ...rest } = options;
     server = createServer({ ...rest, log });
   } catch (err) {
     process.stderr.write(`zgc-runtime serve: ${err.code ? `${err.code}: ` : ''}${err.message}\n`);
@@ -54,6 +55,15 @@ function serve(options) {
     const { address, port } = server.address();
     const shown = address.includes(':') ? `[${address}]` : address;
     console.log(`zgc-runtime serve: listening on http://${shown}:${port} (models: ${[...server.zgc.repository.models.keys()].join(', ')})`);
+    if (options.grpcPort !== undefined) {
+      server.listenGrpc(options.grpcPort, options.host).then(
+        (bound) => console.log(`zgc-runtime serve: gRPC listening on ${shown}:${bound}`),
+        (err) => {
+          log(`cannot serve gRPC on ${options.host}:${options.grpcPort}: ${err.message}`);
+          process.exit(1);
+        },
+      );
+    }
   });
   const stop = (signal) => {
     log(`${signal}: draining ${server.zgc.active} requests`);

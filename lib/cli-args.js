@@ -60,6 +60,7 @@ const SERVE_FLAGS = {
   '--poll-ms': 'pollMs',
   '--shutdown-timeout-ms': 'shutdownTimeoutMs',
   '--isolate': 'isolate',
+  '--grpc-port': 'grpcPort',
 };
 
 function parseServeArgs(args) {
@@ -90,8 +91,9 @@ function parseServeArgs(args) {
     // Number('') is 0: an empty value (`--poll-ms=`) is a mistake, not a zero.
     const n = key === 'maxBody' ? parseSize(value) : value.trim() === '' ? NaN : Number(value);
     const min = key === 'poolSize' || key === 'maxBody' ? 1 : 0;
-    if (!Number.isSafeInteger(n) || n < min || (key === 'port' && n > 65535)) {
-      throw new UsageError(`${arg} must be ${key === 'port' ? 'a port from 0 to 65535' : key === 'maxBody' ? `${SIZE_RULE}, at least 1 byte` : `an integer >= ${min}`}, got ${JSON.stringify(value)}`);
+    const isPort = key === 'port' || key === 'grpcPort';
+    if (!Number.isSafeInteger(n) || n < min || (isPort && n > 65535)) {
+      throw new UsageError(`${arg} must be ${isPort ? 'a port from 0 to 65535' : key === 'maxBody' ? `${SIZE_RULE}, at least 1 byte` : `an integer >= ${min}`}, got ${JSON.stringify(value)}`);
     }
     options[key] = n;
   }

@@ -33,4 +33,18 @@ if (!installed()) {
 }
 console.log(`reference runtime ${PIN}, ${CLIENT}, ${[...VALIDATORS, KSERVE].join(', ')} in ${path.relative(process.cwd(), VENV)}`);
 
-module.exports = { PYTHON };
+// The gRPC clients, in a venv of their own: grpcio and its protobuf pin apart from the kserve
+// models the manifest checks read above.
+const GRPC_VENV = path.join(__dirname, '..', '.venv-grpc');
+const GRPC_PYTHON = path.join(GRPC_VENV, 'bin', 'python');
+const GRPC_CLIENT = 'tritonclient[grpc]==2.73.0';
+try {
+  execFileSync(GRPC_PYTHON, ['-c', 'import tritonclient.grpc, numpy'], { stdio: 'ignore' });
+} catch {
+  const python = process.env.PYTHON || 'python3';
+  if (!fs.existsSync(GRPC_PYTHON)) execFileSync(python, ['-m', 'venv', GRPC_VENV], { stdio: 'inherit' });
+  execFileSync(GRPC_PYTHON, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', GRPC_CLIENT], { stdio: 'inherit' });
+}
+console.log(`${GRPC_CLIENT} in ${path.relative(process.cwd(), GRPC_VENV)}`);
+
+module.exports = { PYTHON, GRPC_PYTHON };

@@ -63,7 +63,7 @@ function createMetrics(repository) {
   const durations = new Map();
   registry.registerMetric({
     name: 'zgc_inference_requests_total',
-    help: 'Inference requests by model, version and outcome',
+    help: 'Inference requests by model, version, outcome and protocol (rest, grpc)',
     type: 'counter',
     aggregator: 'sum',
     get() {
@@ -135,10 +135,10 @@ function createMetrics(repository) {
     retire,
     active,
     /** One finished inference request. */
-    count(model, version, outcome, seconds) {
-      const key = `${model}\u0000${version}\u0000${outcome}`;
+    count(model, version, outcome, seconds, protocol) {
+      const key = `${model}\u0000${version}\u0000${outcome}\u0000${protocol}`;
       let r = requests.get(key);
-      if (r === undefined) requests.set(key, (r = { labels: { model, version, outcome }, count: 0 }));
+      if (r === undefined) requests.set(key, (r = { labels: { model, version, outcome, protocol }, count: 0 }));
       r.count++;
       let h = durations.get(model);
       if (h === undefined) durations.set(model, (h = { counts: new Float64Array(DURATION_BOUNDS.length + 1), sum: 0, count: 0 }));

@@ -294,7 +294,7 @@ function createHandler(options) {
     } finally {
       // Names that are no model share one label: a client must not grow the series at will.
       const label = v !== undefined || repository.models.has(name) ? name : '_unknown';
-      metrics.count(label, v === undefined ? '' : v.version, outcome, Number(process.hrtime.bigint() - started) / 1e9);
+      metrics.count(label, v === undefined ? '' : v.version, outcome, Number(process.hrtime.bigint() - started) / 1e9, 'rest');
       // Answered (or given up by its client): the response is written, the run is over.
       settle();
     }
@@ -416,6 +416,8 @@ function createHandler(options) {
 
   handler.repository = repository;
   handler.metrics = metrics;
+  /** What the gRPC service (lib/serve/grpc.js) shares with this handler. */
+  handler.context = { repository, metrics, state, resolveVersion, metadata, log, maxBody: config.maxBody };
   /** Requests being answered. */
   Object.defineProperty(handler, 'active', { get: () => state.active });
   /** Threads parsing large JSON requests (started on first use). */
@@ -472,6 +474,19 @@ function createServer(options = {}) {
   const server = http.createServer((req, res) => handler(req, res));
   server.zgc = handler;
   let shutting = null;
+  let grpcServer = null;
+  /**
+   * Serves the protocol's gRPC service too, on `port` (0: a free one) of `host`; resolves the
+   * port. Same models, pools, metrics (protocol="grpc") and shutdown. Needs @grpc/grpc-js.
+   */
+  server.listenGrpc = (port, host = '127.0.0.1') => {
+    if (grpcServer !== null) return Promise.reject(new Error('the gRPC service is already listening'));
+    const { listenGrpc } = require('./grpc');
+    return listenGrpc(handler, port, host, { extensions: EXTENSIONS, version: packageVersion }).then((r) => {
+      grpcServer = r.server;
+      return r.port;
+    });
+  };
   server.shutdown = (shutdownOptions = {}) => {
     refuseUnknownKeys('server.shutdown()', shutdownOptions, ['deadlineMs']);
     const { deadlineMs = options.shutdownTimeoutMs ?? 30000 } = shutdownOptions;
@@ -480,16 +495,21 @@ function createServer(options = {}) {
     shutting = new Promise((resolve) => {
       // Connections close as their last responses are written (they go out with Connection: close).
       const closed = new Promise((r) => server.close(() => r()));
+      // gRPC refuses new calls at once and finishes the ones in flight.
+      const grpcClosed = grpcServer === null ? Promise.resolve() : new Promise((r) => grpcServer.tryShutdown(() => r()));
       server.closeIdleConnections();
       let timer;
       const deadline = new Promise((r) => {
         timer = setTimeout(() => r(false), deadlineMs);
         timer.unref();
       });
-      Promise.race([Promise.all([handler.idle(), closed]).then(() => true), deadline]).then(async (drained) => {
+      Promise.race([Promise.all([handler.idle(), closed, grpcClosed]).then(() => true), deadline]).then(async (drained) => {
         clearTimeout(timer);
         const unanswered = handler.active;
-        if (!drained) server.closeAllConnections();
+        if (!drained) {
+          server.closeAllConnections();
+          if (grpcServer !== null) grpcServer.forceShutdown();
+        }
         await handler.close();
         resolve({ drained, unanswered });
       });

@@ -1,0 +1,272 @@
+'use strict';
+
+// The protocol's gRPC service (inference.GRPCInferenceService, lib/serve/inference.proto) on
+// @grpc/grpc-js, over the same models, pools, metrics and drain as the REST handler. Errors
+// carry gRPC status codes and the same messages REST gives; outputs go back as raw bytes.
+
+const { decode, encoders, messages, DecodeError } = require('./pb');
+const { RequestError } = require('./protocol');
+const { ZgcError } = require('../errors');
+const { kRunNow } = require('../pool');
+
+const SERVICE = 'inference.GRPCInferenceService';
+const STATUS = { OK: 0, CANCELLED: 1, UNKNOWN: 2, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, NOT_FOUND: 5, RESOURCE_EXHAUSTED: 8, FAILED_PRECONDITION: 9, INTERNAL: 13, UNAVAILABLE: 14 };
+const ARRAY = { FP32: Float32Array, FP16: Uint16Array, INT8: Int8Array, BOOL: Uint8Array };
+/** The typed-contents field of each datatype (FP16 has none: raw bytes only). */
+const CONTENTS = { FP32: 'fp32Contents', INT8: 'intContents', BOOL: 'boolContents' };
+
+function loadGrpc() {
+  try {
+    return require('@grpc/grpc-js');
+  } catch {
+    throw new Error('serving gRPC needs @grpc/grpc-js, an optional peer dependency: npm install @grpc/grpc-js');
+  }
+}
+
+const grpcError = (code, message) => Object.assign(new Error(message), { code, details: message });
+const bad = (message) => new RequestError(400, message);
+const shapeText = (shape) => `[${shape.join(',')}]`;
+
+/** A request error or a run's error as a gRPC status, with the message REST would give. */
+function statusOf(err, name, v) {
+  if (err instanceof DecodeError) return { outcome: 'bad_request', error: grpcError(STATUS.INVALID_ARGUMENT, `the request is not a valid ModelInferRequest: ${err.message}`) };
+  if (err instanceof RequestError) {
+    const byHttp = { 400: STATUS.INVALID_ARGUMENT, 404: STATUS.NOT_FOUND, 413: STATUS.RESOURCE_EXHAUSTED, 503: STATUS.UNAVAILABLE, 504: STATUS.DEADLINE_EXCEEDED };
+    const code = /not ready/.test(err.message) ? STATUS.UNAVAILABLE : byHttp[err.status] ?? STATUS.UNKNOWN;
+    const outcome = err.status === 404 ? 'not_found' : err.status === 504 ? 'timeout' : code === STATUS.UNAVAILABLE ? 'not_ready' : 'bad_request';
+    return { outcome, error: grpcError(code, err.message) };
+  }
+  if (err instanceof ZgcError) {
+    const where = `model "${name}"${v ? ` version ${v.version}` : ''}`;
+    switch (err.code) {
+      case 'ERR_ZGC_QUEUE_FULL':
+        return { outcome: 'queue_full', error: grpcError(STATUS.RESOURCE_EXHAUSTED, `${where} has ${v.config.maxQueue} requests waiting already: try again shortly`) };
+      case 'ERR_ZGC_CLOSED':
+        return { outcome: 'not_ready', error: grpcError(STATUS.UNAVAILABLE, `${where} is being unloaded`) };
+      case 'ERR_ZGC_INSTANCE_FAILED':
+        return { outcome: 'not_ready', error: grpcError(STATUS.UNAVAILABLE, `${where} has no live instance: ${err.message} (${err.code})`) };
+      case 'ERR_ZGC_TIMEOUT':
+        return { outcome: 'timeout', error: grpcError(STATUS.DEADLINE_EXCEEDED, `${where} did not answer within ${v.config.timeoutMs} ms: its instance was stopped and restarts (${err.code})`) };
+      case 'ERR_ZGC_VALUE':
+      case 'ERR_ZGC_SIZE':
+      case 'ERR_ZGC_DTYPE':
+      case 'ERR_ZGC_UNKNOWN_SOURCE':
+        return { outcome: 'bad_request', error: grpcError(STATUS.INVALID_ARGUMENT, err.message.replace(/^source /, 'input ')) };
+      default: {
+        const crashed = err.code === 'ERR_ZGC_INSTANCE_CRASHED' || err.code === 'ERR_ZGC_MEMORY_LIMIT';
+        return { outcome: crashed ? 'instance_crashed' : 'model_error', error: grpcError(STATUS.INTERNAL, `${where} failed: ${err.message} (${err.code})`) };
+      }
+    }
+  }
+  if (err && err.name === 'AbortError') return { outcome: 'canceled', error: grpcError(STATUS.CANCELLED, 'the call was cancelled') };
+  return { outcome: 'model_error', error: grpcError(STATUS.INTERNAL, `internal error: ${err && err.message}`) };
+}
+
+/** One input's values from its typed contents, checked as REST checks JSON data. */
+function fromContents(input, contents) {
+  const field = CONTENTS[input.datatype];
+  if (field === undefined) throw bad(`input "${input.name}": ${input.datatype} has no typed contents field; send it in raw_input_contents`);
+  const values = contents[field];
+  const others = Object.entries(contents).filter(([k, v]) => k !== field && v.length > 0);
+  if (others.length > 0) throw bad(`input "${input.name}": ${input.datatype} data goes in ${snake(field)}, got ${others.map(([k]) => snake(k)).join(', ')}`);
+  if (values.length !== input.count) throw bad(`input "${input.name}": ${snake(field)} has ${values.length} elements, shape ${shapeText(input.shape)} takes ${input.count}`);
+  if (input.datatype === 'INT8') {
+    const bad8 = values.findIndex((x) => x < -128 || x > 127);
+    if (bad8 >= 0) throw bad(`input "${input.name}": element ${bad8} is ${values[bad8]}, outside INT8's -128..127`);
+  }
+  return ARRAY[input.datatype].from(values, input.datatype === 'BOOL' ? Number : undefined);
+}
+
+const snake = (camel) => camel.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`).replace(/fp_32/, 'fp32').replace(/int_64/, 'int64');
+
+/** One input's values from its raw bytes (little-endian, row-major), read in place when aligned. */
+function fromRaw(input, bytes) {
+  const Array_ = ARRAY[input.datatype];
+  const need = input.count * Array_.BYTES_PER_ELEMENT;
+  if (bytes.byteLength !== need) throw bad(`input "${input.name}": raw_input_contents has ${bytes.byteLength} bytes, ${input.datatype} of shape ${shapeText(input.shape)} takes ${need}`);
+  if (bytes.byteOffset % Array_.BYTES_PER_ELEMENT === 0) return new Array_(bytes.buffer, bytes.byteOffset, input.count);
+  return new Array_(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + need));
+}
+
+/** Checks a ModelInferRequest against `sig`: the run's inputs and the outputs to send. */
+function parseGrpcInfer(sig, msg) {
+  const raw = msg.rawInputContents;
+  if (raw.length > 0 && raw.length !== msg.inputs.length) throw bad(`raw_input_contents has ${raw.length} entries for ${msg.inputs.length} inputs: give one per input, in order`);
+  const inputs = {};
+  msg.inputs.forEach((t, i) => {
+    const input = sig.byName.get(t.name);
+    if (input === undefined) throw bad(`input "${t.name}": the model has no such input (its inputs: ${sig.inputList})`);
+    if (Object.hasOwn(inputs, input.name)) throw bad(`input "${input.name}" is given twice`);
+    if (t.datatype !== input.datatype) throw bad(`input "${input.name}": datatype "${t.datatype}" given, the model takes ${input.datatype}`);
+    const same = t.shape.length === input.shape.length && t.shape.every((d, k) => d === input.shape[k]);
+    if (!same) throw bad(`input "${input.name}": shape ${shapeText(t.shape)} given, the model takes ${shapeText(input.shape)}`);
+    if (raw.length > 0) {
+      if (t.contents !== undefined && Object.values(t.contents).some((v) => v.length > 0)) throw bad(`input "${input.name}": has both contents and raw_input_contents`);
+      inputs[input.name] = fromRaw(input, raw[i]);
+    } else {
+      if (t.contents === undefined) throw bad(`input "${input.name}": has neither contents nor raw_input_contents`);
+      inputs[input.name] = fromContents(input, t.contents);
+    }
+  });
+  if (msg.inputs.length !== sig.inputs.length) {
+    const missing = sig.inputs.filter((x) => !Object.hasOwn(inputs, x.name)).map((x) => `"${x.name}"`);
+    throw bad(`input ${missing.join(', ')} ${missing.length > 1 ? 'are' : 'is'} missing (the model takes ${sig.inputList})`);
+  }
+  let outputs = sig.outputs;
+  if (msg.outputs.length > 0) {
+    const seen = new Set();
+    outputs = msg.outputs.map((r) => {
+      const o = sig.outputByName.get(r.name);
+      if (o === undefined) throw bad(`output "${r.name}": the model has no such output (its outputs: ${sig.outputs.map((x) => x.name).join(', ')})`);
+      if (seen.has(o.name)) throw bad(`output "${o.name}" is requested twice`);
+      seen.add(o.name);
+      return o;
+    });
+  }
+  return { inputs, outputs };
+}
+
+/** The service's handlers over the REST handler's context (`handler.context`). */
+function implementation(ctx, extensions, version) {
+  const { repository, metrics, state, resolveVersion, metadata, log } = ctx;
+  const unary = (fn) => (call, callback) => {
+    try {
+      callback(null, fn(call.request));
+    } catch (err) {
+      callback(statusOf(err, call.request && call.request.name).error);
+    }
+  };
+  const ready = () => !state.draining && [...repository.models.values()].every((m) => m.unloaded || m.versions.size > 0);
+
+  async function modelInfer(call, callback) {
+    const started = process.hrtime.bigint();
+    state.active++;
+    let v;
+    let name = '';
+    let outcome = 'success';
+    try {
+      if (state.closed) throw new RequestError(503, 'the server is shut down');
+      const msg = call.request;
+      name = msg.modelName;
+      v = resolveVersion(name, msg.modelVersion === undefined || msg.modelVersion === '' ? undefined : msg.modelVersion);
+      const request = parseGrpcInfer(v.signature, msg);
+      let tensors = v.pool[kRunNow](request.inputs);
+      if (tensors === undefined) {
+        const controller = new AbortController();
+        const onCancel = () => controller.abort(Object.assign(new Error('the call was cancelled'), { name: 'AbortError' }));
+        call.once('cancelled', onCancel);
+        const timeoutMs = v.config.timeoutMs;
+        let timer = null;
+        const run = v.pool.run(request.inputs, { signal: controller.signal });
+        const limited = timeoutMs > 0
+          ? Promise.race([run, new Promise((_, reject) => {
+              timer = setTimeout(() => {
+                const err = new RequestError(504, `model "${name}" did not answer within ${timeoutMs} ms`);
+                controller.abort(err);
+                reject(err);
+              }, timeoutMs);
+            })])
+          : run;
+        try {
+          tensors = await limited;
+        } finally {
+          if (timer !== null) clearTimeout(timer);
+          call.off('cancelled', onCancel);
+        }
+      }
+      const outputs = request.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape, data: tensors[o.index].data }));
+      callback(null, { modelName: v.model.name, modelVersion: v.version, id: msg.id, outputs });
+    } catch (err) {
+      const s = statusOf(err, name, v);
+      outcome = s.outcome;
+      callback(s.error);
+    } finally {
+      const label = v !== undefined || repository.models.has(name) ? name : '_unknown';
+      metrics.count(label, v === undefined ? '' : v.version, outcome, Number(process.hrtime.bigint() - started) / 1e9, 'grpc');
+      state.active--;
+      if (state.active === 0 && state.idle) state.idle();
+    }
+  }
+
+  function repositoryCall(action) {
+    return (call, callback) => {
+      const name = call.request.modelName;
+      try {
+        if (!repository.models.has(name)) repository.scan();
+        if (!repository.models.has(name)) throw new RequestError(404, `unknown model "${name}"`);
+        const done = action === 'load' ? repository.load(name) : repository.unload(name);
+        log(`model "${name}" ${action === 'load' ? 'loaded' : 'unloaded'} by request (gRPC)`);
+        Promise.resolve(done).then(
+          () => callback(null, {}),
+          (err) => callback(grpcError(STATUS.INTERNAL, `failed to ${action} model "${name}": ${err.message}`)),
+        );
+      } catch (err) {
+        if (err instanceof RequestError) callback(statusOf(err, name).error);
+        else callback(grpcError(STATUS.INVALID_ARGUMENT, `failed to load model "${name}": ${err.message}`));
+      }
+    };
+  }
+
+  return {
+    ServerLive: unary(() => ({ live: true })),
+    ServerReady: unary(() => ({ ready: ready() })),
+    ModelReady: unary((req) => {
+      let v;
+      try {
+        v = resolveVersion(req.name, req.version || undefined);
+      } catch (err) {
+        if (err instanceof RequestError && err.status === 404) throw err;
+        return { ready: false };
+      }
+      return { ready: !(v.pool.isolate === 'process' && v.pool.stats().alive === 0) };
+    }),
+    ServerMetadata: unary(() => ({ name: 'zgc-runtime', version, extensions })),
+    ModelMetadata: unary((req) => metadata(resolveVersion(req.name, req.version || undefined))),
+    ModelInfer: modelInfer,
+    RepositoryIndex: unary((req) => ({ models: repository.index(req.ready === true) })),
+    RepositoryModelLoad: repositoryCall('load'),
+    RepositoryModelUnload: repositoryCall('unload'),
+  };
+}
+
+function method(name, request, encode) {
+  return {
+    path: `/${SERVICE}/${name}`,
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: () => Buffer.alloc(0),
+    requestDeserialize: (buf) => decode(request, buf),
+    responseSerialize: encode,
+    responseDeserialize: (buf) => buf,
+  };
+}
+
+const DEFINITION = {
+  ServerLive: method('ServerLive', messages.Empty, encoders.live),
+  ServerReady: method('ServerReady', messages.Empty, encoders.ready),
+  ModelReady: method('ModelReady', messages.NameVersion, encoders.ready),
+  ServerMetadata: method('ServerMetadata', messages.Empty, encoders.serverMetadata),
+  ModelMetadata: method('ModelMetadata', messages.NameVersion, encoders.modelMetadata),
+  ModelInfer: method('ModelInfer', messages.ModelInferRequest, encoders.inferResponse),
+  RepositoryIndex: method('RepositoryIndex', messages.RepositoryIndexRequest, encoders.repositoryIndex),
+  RepositoryModelLoad: method('RepositoryModelLoad', messages.RepositoryModelRequest, encoders.empty),
+  RepositoryModelUnload: method('RepositoryModelUnload', messages.RepositoryModelRequest, encoders.empty),
+};
+
+/**
+ * Starts the gRPC service of `handler` on `host:port` (0 picks a free port). Resolves
+ * `{ server, port }`; `server.tryShutdown` waits for calls in flight.
+ */
+function listenGrpc(handler, port, host, { extensions, version }) {
+  const grpc = loadGrpc();
+  const server = new grpc.Server({ 'grpc.max_receive_message_length': handler.context.maxBody, 'grpc.max_send_message_length': -1 });
+  server.addService(DEFINITION, implementation(handler.context, extensions, version));
+  return new Promise((resolve, reject) => {
+    server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => {
+      if (err) reject(err);
+      else resolve({ server, port: bound });
+    });
+  });
+}
+
+module.exports = { listenGrpc, parseGrpcInfer, STATUS, DEFINITION };
