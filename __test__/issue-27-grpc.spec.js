@@ -126,10 +126,36 @@ function run(cmd, args, input) {
     plan.concurrent.forEach(([a, b], i) => expect(seen.concurrent[i]).toEqual(a.map((v, k) => f(f(v) + f(b[k])))));
   });
 
+  test("the kserve SDK's InferenceGRPCClient: raw and typed inputs, the id echoed", async () => {
+    const script = `
+import asyncio, json, sys, numpy as np
+from kserve import InferenceGRPCClient, InferRequest, InferInput
+async def main():
+    c = InferenceGRPCClient("127.0.0.1:${grpcPort}")
+    out = {"ready": await c.is_server_ready(), "model_ready": await c.is_model_ready("add")}
+    a, b = json.loads(sys.argv[1])
+    res = []
+    for binary in (True, False):
+        x = InferInput("a", [4], "FP32"); x.set_data_from_numpy(np.array(a, dtype=np.float32), binary_data=binary)
+        y = InferInput("b", [4], "FP32"); y.set_data_from_numpy(np.array(b, dtype=np.float32), binary_data=binary)
+        r = await c.infer(InferRequest(model_name="add", infer_inputs=[x, y], request_id=f"k-{binary}"))
+        res.append([r.id, r.outputs[0].name, r.outputs[0].as_numpy().tolist()])
+    out["infer"] = res
+    await c.close()
+    print(json.dumps(out))
+asyncio.run(main())`;
+    const r = await run(GRPC_PYTHON, ['-c', script, JSON.stringify(plan.add)], '');
+    expect(r.status).toBe(0);
+    const got = JSON.parse(r.stdout.trim().split('\n').pop());
+    const [a, b] = plan.add;
+    const sum = a.map((v, k) => f(f(v) + f(b[k])));
+    expect(got).toEqual({ ready: true, model_ready: true, infer: [['k-True', 'output_0', sum], ['k-False', 'output_0', sum]] });
+  });
+
   test('metrics count gRPC requests under protocol="grpc", next to REST', async () => {
     const text = await (await fetch(`${server.url}/metrics`)).text();
     const count = (labels) => Number((new RegExp(`^zgc_inference_requests_total\\{${labels}\\} (\\d+)$`, 'm').exec(text) || [])[1] || 0);
-    expect(count('model="add",version="2",outcome="success",protocol="grpc"')).toBeGreaterThanOrEqual(203);
+    expect(count('model="add",version="2",outcome="success",protocol="grpc"')).toBeGreaterThanOrEqual(205);
     expect(count('model="slowtimeout",version="1",outcome="timeout",protocol="grpc"')).toBe(1);
     expect(count('model="_unknown",version="",outcome="not_found",protocol="grpc"')).toBe(1);
   });

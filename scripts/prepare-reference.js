@@ -38,13 +38,15 @@ console.log(`reference runtime ${PIN}, ${CLIENT}, ${[...VALIDATORS, KSERVE].join
 const GRPC_VENV = path.join(__dirname, '..', '.venv-grpc');
 const GRPC_PYTHON = path.join(GRPC_VENV, 'bin', 'python');
 const GRPC_CLIENT = 'tritonclient[grpc]==2.73.0';
+// The kserve SDK with its dependencies here (its InferenceGRPCClient), unlike .venv-ref's models-only copy.
+const GRPC_KSERVE = 'kserve==0.21.0';
 try {
-  execFileSync(GRPC_PYTHON, ['-c', 'import tritonclient.grpc, numpy'], { stdio: 'ignore' });
+  execFileSync(GRPC_PYTHON, ['-c', 'import tritonclient.grpc, numpy, kserve'], { stdio: 'ignore' });
 } catch {
   const python = process.env.PYTHON || 'python3';
   if (!fs.existsSync(GRPC_PYTHON)) execFileSync(python, ['-m', 'venv', GRPC_VENV], { stdio: 'inherit' });
-  execFileSync(GRPC_PYTHON, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', GRPC_CLIENT], { stdio: 'inherit' });
+  execFileSync(GRPC_PYTHON, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', GRPC_CLIENT, GRPC_KSERVE], { stdio: 'inherit' });
 }
-console.log(`${GRPC_CLIENT} in ${path.relative(process.cwd(), GRPC_VENV)}`);
+console.log(`${GRPC_CLIENT}, ${GRPC_KSERVE} in ${path.relative(process.cwd(), GRPC_VENV)}`);
 
 module.exports = { PYTHON, GRPC_PYTHON };
