@@ -9,6 +9,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { root, docFiles, blocksOf, shellCommands, outputMatches } = require('../scripts/doc-blocks');
 const { PYTHON } = require('./helpers');
+const GRPC_PYTHON = path.join(__dirname, '..', '.venv-grpc', 'bin', 'python');
 
 const work = path.join(root, 'target', 'doc-blocks');
 const tsc = require.resolve('typescript/bin/tsc');
@@ -209,7 +210,8 @@ for (const file of docFiles()) {
         } else if (block.lang === 'sh') {
           shell.run(block);
         } else if (block.lang === 'python') {
-          const r = run(PYTHON, ['-c', block.text]);
+          // `python grpc`: the gRPC clients' venv (scripts/prepare-reference.js).
+          const r = run(block.attrs.grpc ? GRPC_PYTHON : PYTHON, ['-c', block.text]);
           expectRan(block, r);
           if (output) expectOutput(block, output, r.stdout);
         } else if (block.lang === 'json') {

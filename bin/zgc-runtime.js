@@ -54,16 +54,19 @@ function serve(options) {
   server.listen(options.port, options.host, () => {
     const { address, port } = server.address();
     const shown = address.includes(':') ? `[${address}]` : address;
-    console.log(`zgc-runtime serve: listening on http://${shown}:${port} (models: ${[...server.zgc.repository.models.keys()].join(', ')})`);
-    if (options.grpcPort !== undefined) {
-      server.listenGrpc(options.grpcPort, options.host).then(
-        (bound) => console.log(`zgc-runtime serve: gRPC listening on ${shown}:${bound}`),
-        (err) => {
-          log(`cannot serve gRPC on ${options.host}:${options.grpcPort}: ${err.message}`);
-          process.exit(1);
-        },
-      );
-    }
+    const ready = () => console.log(`zgc-runtime serve: listening on http://${shown}:${port} (models: ${[...server.zgc.repository.models.keys()].join(', ')})`);
+    if (options.grpcPort === undefined) return ready();
+    // Both listening before either is announced: a script that waits for the line can use both.
+    server.listenGrpc(options.grpcPort, options.host).then(
+      (bound) => {
+        ready();
+        console.log(`zgc-runtime serve: gRPC listening on ${shown}:${bound}`);
+      },
+      (err) => {
+        log(`cannot serve gRPC on ${options.host}:${options.grpcPort}: ${err.message}`);
+        process.exit(1);
+      },
+    );
   });
   const stop = (signal) => {
     log(`${signal}: draining ${server.zgc.active} requests`);
