@@ -52,7 +52,10 @@ function start(args) {
     child.stdout.on('data', (d) => {
       out += d;
       const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(out);
-      if (m) resolve({ url: m[1], stop: () => new Promise((r) => (child.once('exit', r), child.kill('SIGTERM'))) });
+      // With --grpc-port, both lines come together once both listen.
+      const wantGrpc = args.includes('--grpc-port');
+      const g = /gRPC listening on [\d.]+:(\d+)/.exec(out);
+      if (m && (!wantGrpc || g)) resolve({ url: m[1], grpc: g ? `127.0.0.1:${g[1]}` : null, stop: () => new Promise((r) => (child.once('exit', r), child.kill('SIGTERM'))) });
     });
     child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}: ${out}`)));
   });
@@ -96,11 +99,57 @@ async function post(url, body, headers) {
   return Buffer.from(await r.arrayBuffer());
 }
 
+// A bare @grpc/grpc-js server answering ModelInfer with fixed bytes (the zgc server's own
+// response to the same request): what gRPC itself costs, with no model and no decoding.
+const BARE_GRPC = `
+const grpc = require(${JSON.stringify(path.join(root, 'node_modules', '@grpc', 'grpc-js'))});
+const reply = Buffer.from(process.argv[1], 'base64');
+const id = (b) => b;
+const server = new grpc.Server();
+server.addService({ ModelInfer: { path: '/inference.GRPCInferenceService/ModelInfer', requestStream: false, responseStream: false,
+  requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id } },
+  { ModelInfer: (call, cb) => cb(null, reply) });
+server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, port) => console.log('listening on http://127.0.0.1:' + port));
+`;
+
+const INFER_PATH = '/inference.GRPCInferenceService/ModelInfer';
+
+/** Unary ModelInfer calls of `body` (encoded bytes) with `inFlight` outstanding, for `duration` s. */
+async function grpcLoad(target, body, { duration, inFlight = 32 }) {
+  const grpc = require('@grpc/grpc-js');
+  const client = new grpc.Client(target, grpc.credentials.createInsecure());
+  const id = (b) => b;
+  const call = () => new Promise((resolve, reject) => client.makeUnaryRequest(INFER_PATH, id, id, body, (err, reply) => (err ? reject(err) : resolve(reply))));
+  await call();
+  const latencies = [];
+  const until = performance.now() + duration * 1000;
+  await Promise.all(Array.from({ length: inFlight }, async () => {
+    while (performance.now() < until) {
+      const t0 = performance.now();
+      await call();
+      latencies.push(performance.now() - t0);
+    }
+  }));
+  client.close();
+  latencies.sort((x, y) => x - y);
+  const at = (q) => Number(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))].toFixed(2));
+  return { rps: latencies.length / duration, p50: at(0.5), p99: at(0.99) };
+}
+
 async function serving({ quick = false } = {}) {
   const rounds = quick ? 2 : 3;
   const duration = quick ? 3 : 5;
   const repo = repository();
-  const zgc = await start([path.join(root, 'bin', 'zgc-runtime.js'), 'serve', repo, '--port', '0', '--poll-ms', '0', '--max-body', '64m']);
+  const zgc = await start([path.join(root, 'bin', 'zgc-runtime.js'), 'serve', repo, '--port', '0', '--poll-ms', '0', '--max-body', '64m', '--grpc-port', '0']);
+  // The tiny model over gRPC (raw contents, as tritonclient sends them), checked once.
+  const { encodeInferRequest, decodeInferResponse } = require('./grpc-messages');
+  const tinyGrpc = encodeInferRequest('tiny', [['a', 'FP32', [4], Float32Array.of(1, 2, 3, 4)], ['b', 'FP32', [4], Float32Array.of(0.5, 0.5, 0.5, 0.5)]]);
+  const tinyGrpcReply = await new Promise((resolve, reject) => {
+    const grpc = require('@grpc/grpc-js');
+    const c = new grpc.Client(zgc.grpc, grpc.credentials.createInsecure());
+    c.makeUnaryRequest(INFER_PATH, (b) => b, (b) => b, tinyGrpc, (err, reply) => (c.close(), err ? reject(err) : resolve(reply)));
+  });
+  if (Array.from(decodeInferResponse(tinyGrpcReply)).join() !== '1.5,2.5,3.5,4.5') throw new Error('tiny gRPC: wrong answer');
 
   // The tiny model over JSON.
   const tinyBody = JSON.stringify({ inputs: [{ name: 'a', datatype: 'FP32', shape: [4], data: [1, 2, 3, 4] }, { name: 'b', datatype: 'FP32', shape: [4], data: [0.5, 0.5, 0.5, 0.5] }] });
@@ -134,6 +183,7 @@ async function serving({ quick = false } = {}) {
   // The bare server echoes the request body: the same bytes as the model's input, twice its output.
   const bareJson = await start(['-e', BARE, 'json', tinyReply]);
   const bareEcho = await start(['-e', BARE, 'binary']);
+  const bareGrpc = await start(['-e', BARE_GRPC, tinyGrpcReply.toString('base64')]);
   // The MLP through examples/service.js and through the server.
   const glue = await start(['-e', GLUE]);
   const x = [0.5, -1, 2, 0.25];
@@ -147,6 +197,8 @@ async function serving({ quick = false } = {}) {
   const cases = {
     tinyZgc: () => cannon(`${zgc.url}/v2/models/tiny/infer`, { body: tinyBody, duration }),
     tinyBare: () => cannon(bareJson.url, { body: tinyBody, duration }),
+    tinyGrpcZgc: () => grpcLoad(zgc.grpc, tinyGrpc, { duration }),
+    tinyGrpcBare: () => grpcLoad(bareGrpc.url.replace('http://', ''), tinyGrpc, { duration }),
     bigZgc: () => cannon(`${zgc.url}/v2/models/big/infer`, { body: bigBody, headers: bigHeaders, duration, connections: 4 }),
     bigBare: () => cannon(bareEcho.url, { body: bigBody, headers: bigHeaders, duration, connections: 4 }),
     bigJsonZgc: () => cannon(`${zgc.url}/v2/models/big/infer`, { body: bigJsonBody, duration, connections: 4 }),
@@ -168,18 +220,19 @@ async function serving({ quick = false } = {}) {
       runs[k].push(await fn());
     }
   }
-  await Promise.all([zgc, bareJson, bareEcho, glue].map((s) => s.stop()));
+  await Promise.all([zgc, bareJson, bareEcho, bareGrpc, glue].map((s) => s.stop()));
   fs.rmSync(repo, { recursive: true, force: true });
   const fig = (k) => ({ rps: median(runs[k].map((x) => x.rps)), p50: median(runs[k].map((x) => x.p50)), p99: median(runs[k].map((x) => x.p99)) });
   const out = Object.fromEntries(Object.keys(cases).map((k) => [k, fig(k)]));
   out.ratios = {
     tinyVsBare: out.tinyZgc.rps / out.tinyBare.rps,
+    tinyGrpcVsBare: out.tinyGrpcZgc.rps / out.tinyGrpcBare.rps,
     bigVsBareEcho: out.bigZgc.rps / out.bigBare.rps,
     mlpVsGlue: out.mlpZgc.rps / out.mlpGlue.rps,
     bigJsonResponseVsDoubles: jsonBytes.response / jsonBytes.asDoubles,
   };
   out.bigJsonBytes = jsonBytes;
-  out.method = `autocannon, 32 connections (4 for the 8 MB bodies), ${duration} s a round, ${rounds} rounds alternating, medians`;
+  out.method = `autocannon, 32 connections (4 for the 8 MB bodies); gRPC: one @grpc/grpc-js channel, 32 calls in flight; ${duration} s a round, ${rounds} rounds alternating, medians`;
   return out;
 }
 
@@ -191,13 +244,14 @@ function reportServing(s) {
     '|---|---|---|---|',
     row('zgc serve, tiny add, JSON', 'tinyZgc'),
     row('bare node:http, same bodies, no model', 'tinyBare'),
+    ...(s.tinyGrpcZgc ? [row('zgc serve, tiny add, gRPC (raw contents)', 'tinyGrpcZgc'), row('bare @grpc/grpc-js answering the same bytes, no model', 'tinyGrpcBare')] : []),
     row('zgc serve, 1M add, binary', 'bigZgc'),
     row('bare node:http echoing the same bytes', 'bigBare'),
     ...(s.bigJsonZgc ? [row('zgc serve, 1M add, JSON both ways', 'bigJsonZgc'), row('a fifth client, tiny JSON, beside 4 sending 1M JSON', 'tinyBesideBigJson')] : []),
     row('zgc serve, MLP, JSON', 'mlpZgc'),
     row('examples/service.js, MLP, JSON', 'mlpGlue'),
     '',
-    `tiny: ${s.ratios.tinyVsBare.toFixed(2)}x the bare server (target >= 0.7x); 1M binary: ${s.ratios.bigVsBareEcho.toFixed(2)}x the bare echo (target >= 0.5x); MLP: ${s.ratios.mlpVsGlue.toFixed(2)}x the hand glue${s.bigJsonBytes ? `; 1M JSON response ${s.bigJsonBytes.response} bytes, ${s.ratios.bigJsonResponseVsDoubles.toFixed(2)}x the ${s.bigJsonBytes.asDoubles} of f32 values written as doubles` : ''}`,
+    `tiny: ${s.ratios.tinyVsBare.toFixed(2)}x the bare server (target >= 0.7x);${s.ratios.tinyGrpcVsBare ? ` tiny gRPC: ${s.ratios.tinyGrpcVsBare.toFixed(2)}x the bare gRPC server (target >= 0.7x);` : ''} 1M binary: ${s.ratios.bigVsBareEcho.toFixed(2)}x the bare echo (target >= 0.5x); MLP: ${s.ratios.mlpVsGlue.toFixed(2)}x the hand glue${s.bigJsonBytes ? `; 1M JSON response ${s.bigJsonBytes.response} bytes, ${s.ratios.bigJsonResponseVsDoubles.toFixed(2)}x the ${s.bigJsonBytes.asDoubles} of f32 values written as doubles` : ''}`,
   ].join('\n');
 }
 
