@@ -146,3 +146,30 @@ fn a_host_that_cannot_load_the_artifact_says_why() {
     assert_eq!(err.code(), "ERR_ZGC_INSTANCE_START");
     assert!(err.to_string().contains("signal 6 (SIGABRT) before it had loaded"), "{err}");
 }
+
+#[test]
+fn storage_binds_a_slot_of_the_region_that_the_child_reads_in_place() {
+    use zgc_runtime::isolate::STORAGE;
+    let path = common::build("add-bound-4", "add_bound.c", &["N=4".into()]);
+    let mut iso = Isolated::start(HOST, &path, &env(), START).unwrap();
+    for index in 0..2u32 {
+        let seq = iso.begin(STORAGE, index).unwrap();
+        assert_eq!(wait(&iso, seq, None, None), Outcome::Done);
+        iso.answer(seq).unwrap();
+    }
+    let (a, _) = iso.layout.storage[0];
+    let (b, _) = iso.layout.storage[1];
+    iso.region.write(a, &f32s(&[1.0, 2.0, 3.0, 4.0]));
+    iso.region.write(b, &f32s(&[10.0, 20.0, 30.0, 40.0]));
+    let seq = iso.begin(RUN, 0).unwrap();
+    assert_eq!(wait(&iso, seq, None, None), Outcome::Done);
+    iso.answer(seq).unwrap();
+    assert_eq!(output(&iso, seq), [11.0, 22.0, 33.0, 44.0]);
+    // Written in place again, read again: no copy was taken.
+    iso.region.write(b, &f32s(&[0.5; 4]));
+    // A pause long enough for the child to go to sleep on its socket: the next command wakes it.
+    std::thread::sleep(Duration::from_millis(5));
+    let seq = iso.begin(RUN, 0).unwrap();
+    assert_eq!(wait(&iso, seq, None, None), Outcome::Done);
+    assert_eq!(output(&iso, seq), [1.5, 2.5, 3.5, 4.5]);
+}

@@ -378,6 +378,25 @@ mod tests {
     }
 
     #[test]
+    fn the_layout_is_packed_in_order_from_the_control_page() {
+        // Both processes compute it; exact places, so that a change shows as one.
+        let l = Layout::of(&sig(), 2, 4096).unwrap();
+        assert_eq!(l.storage, vec![(4096, 0), (4096, 18), (4160, 0)]);
+        let f = &l.frames[0];
+        assert_eq!(f.at, 4160);
+        assert_eq!((f.mark(0), f.mark(2)), (4160 + 2048, 4160 + 2048 + 8));
+        // Header and 3 marks end at 6220; slots follow, each aligned up to 64.
+        assert_eq!(f.inputs, vec![(6272, 24), (6336, 18), (6400, 0)]);
+        assert_eq!(f.outputs, vec![(6400, 7), (6464, 4)]);
+        assert_eq!(l.frames[1].at, 6528);
+        assert_eq!(l.len, 12288);
+        assert_eq!(MSG_MAX, 1920);
+        assert_eq!(align_up(65, 64), Some(128));
+        assert_eq!(align_up(64, 64), Some(64));
+        assert_eq!(align_up(usize::MAX, 64), None);
+    }
+
+    #[test]
     fn small_artifacts_get_every_frame_large_ones_one() {
         assert_eq!(Layout::frames_for(&sig()), MAX_FRAMES);
         let mut big = sig();
