@@ -236,7 +236,7 @@ async function main() {
   process.stderr.write('isolation\n');
   const iso = await isolation({ quick, ortSetup });
   process.stderr.write('serving\n');
-  const http = await serving({ quick });
+  const http = await serving({ quick, python: process.argv.includes('--python-servers') });
   const cols = ['floor', 'run', 'into', 'runAsync', 'koffi', 'python'];
   const header = ['workload', ...cols.map((c) => (c === 'floor' ? 'C floor' : c === 'into' ? 'run {into}' : c))];
   const lines = [header];

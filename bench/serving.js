@@ -136,7 +136,55 @@ async function grpcLoad(target, body, { duration, inFlight = 32 }) {
   return { rps: latencies.length / duration, p50: at(0.5), p99: at(0.99) };
 }
 
-async function serving({ quick = false } = {}) {
+/**
+ * The same workloads against MLServer and the KServe model server (opt-in: they need PyPI
+ * installs): tiny JSON, 1M JSON, 1M binary, tiny gRPC. A workload a server does not take
+ * (its answer is wrong or an error) is reported as null.
+ */
+async function pythonServers({ duration, rounds, tinyBody, bigJsonBody, bigBody, bigHeaders, tinyGrpc, expectBig }) {
+  const { startMlserver, startKserve } = require('./python-servers');
+  const models = { tiny: fixture('add'), big: fixture('add-1m') };
+  const out = {};
+  for (const [name, startIt] of [['mlserver', () => startMlserver(models, [18090, 18091, 18092])], ['kserve', () => startKserve(models, [18080, 18081])]]) {
+    process.stderr.write(`serving: starting ${name}\n`);
+    const srv = await startIt();
+    const works = {};
+    // Each workload once, checked, before it is timed.
+    const tinyReply = JSON.parse((await post(`${srv.url}/v2/models/tiny/infer`, tinyBody, { 'content-type': 'application/json' })).toString());
+    works.tinyJson = tinyReply.outputs && tinyReply.outputs[0].data.flat().join() === '1.5,2.5,3.5,4.5';
+    const bigJson = JSON.parse((await post(`${srv.url}/v2/models/big/infer`, bigJsonBody, { 'content-type': 'application/json' })).toString());
+    works.bigJson = Boolean(bigJson.outputs) && expectBig(bigJson.outputs[0].data.flat());
+    const binary = await post(`${srv.url}/v2/models/big/infer`, bigBody, bigHeaders).catch(() => null);
+    works.bigBinary = binary !== null && binary.length > 4 * N1M && expectBig(new Float32Array(binary.buffer.slice(binary.byteOffset + binary.length - 4 * N1M, binary.byteOffset + binary.length)));
+    works.tinyGrpc = await new Promise((resolve) => {
+      const grpc = require('@grpc/grpc-js');
+      const c = new grpc.Client(srv.grpc, grpc.credentials.createInsecure());
+      c.makeUnaryRequest(INFER_PATH, (b) => b, (b) => b, tinyGrpc, (err, reply) => {
+        c.close();
+        resolve(!err && Array.from(require('./grpc-messages').decodeInferResponse(reply)).join() === '1.5,2.5,3.5,4.5');
+      });
+    });
+    const cases = {
+      tinyJson: () => cannon(`${srv.url}/v2/models/tiny/infer`, { body: tinyBody, headers: { 'content-type': 'application/json' }, duration }),
+      bigJson: () => cannon(`${srv.url}/v2/models/big/infer`, { body: bigJsonBody, headers: { 'content-type': 'application/json' }, duration, connections: 4 }),
+      bigBinary: () => cannon(`${srv.url}/v2/models/big/infer`, { body: bigBody, headers: bigHeaders, duration, connections: 4 }),
+      tinyGrpc: () => grpcLoad(srv.grpc, tinyGrpc, { duration }),
+    };
+    const runs = {};
+    for (let r = 0; r < rounds; r++) {
+      for (const [k, fn] of Object.entries(cases)) {
+        if (!works[k]) continue;
+        process.stderr.write(`serving ${name} round ${r + 1}/${rounds}: ${k}\n`);
+        (runs[k] = runs[k] || []).push(await fn());
+      }
+    }
+    await srv.stop();
+    out[name] = Object.fromEntries(Object.keys(cases).map((k) => [k, runs[k] ? { rps: median(runs[k].map((x) => x.rps)), p50: median(runs[k].map((x) => x.p50)), p99: median(runs[k].map((x) => x.p99)) } : null]));
+  }
+  return out;
+}
+
+async function serving({ quick = false, python = false } = {}) {
   const rounds = quick ? 2 : 3;
   const duration = quick ? 3 : 5;
   const repo = repository();
@@ -221,6 +269,11 @@ async function serving({ quick = false } = {}) {
     }
   }
   await Promise.all([zgc, bareJson, bareEcho, bareGrpc, glue].map((s) => s.stop()));
+  const expectBig = (data) => {
+    for (let k = 0; k < N1M; k += 4099) if (Math.fround(data[k]) !== bigJsonExpected[k] && Math.fround(data[k]) !== a[k] + 1) return false;
+    return data.length === N1M;
+  };
+  const peers = python ? await pythonServers({ duration, rounds, tinyBody, bigJsonBody, bigBody, bigHeaders, tinyGrpc, expectBig }) : null;
   fs.rmSync(repo, { recursive: true, force: true });
   const fig = (k) => ({ rps: median(runs[k].map((x) => x.rps)), p50: median(runs[k].map((x) => x.p50)), p99: median(runs[k].map((x) => x.p99)) });
   const out = Object.fromEntries(Object.keys(cases).map((k) => [k, fig(k)]));
@@ -232,9 +285,20 @@ async function serving({ quick = false } = {}) {
     bigJsonResponseVsDoubles: jsonBytes.response / jsonBytes.asDoubles,
   };
   out.bigJsonBytes = jsonBytes;
+  if (peers) {
+    out.python = peers;
+    const best = (k) => Math.max(...Object.values(peers).map((p) => (p[k] ? p[k].rps : 0)));
+    const vs = (mine, k) => (best(k) > 0 ? out[mine].rps / best(k) : null);
+    out.ratios.tinyJsonVsBestPython = vs('tinyZgc', 'tinyJson');
+    out.ratios.bigJsonVsMlserver = peers.mlserver.bigJson ? out.bigJsonZgc.rps / peers.mlserver.bigJson.rps : null;
+    out.ratios.bigBinaryVsBestPython = vs('bigZgc', 'bigBinary');
+    out.ratios.tinyGrpcVsMlserver = peers.mlserver.tinyGrpc ? out.tinyGrpcZgc.rps / peers.mlserver.tinyGrpc.rps : null;
+  }
   out.method = `autocannon, 32 connections (4 for the 8 MB bodies); gRPC: one @grpc/grpc-js channel, 32 calls in flight; ${duration} s a round, ${rounds} rounds alternating, medians`;
   return out;
 }
+
+const fx = (v) => (v === null || v === undefined ? '—' : `${v.toFixed(1)}x`);
 
 function reportServing(s) {
   const row = (name, k) => `| ${name} | ${s[k].rps.toFixed(0)} | ${s[k].p50} ms | ${s[k].p99} ms |`;
@@ -251,6 +315,10 @@ function reportServing(s) {
     row('zgc serve, MLP, JSON', 'mlpZgc'),
     row('examples/service.js, MLP, JSON', 'mlpGlue'),
     '',
+    ...(s.python ? ['', 'The Python servers (same artifacts through the Python reference runtime, same bodies and load):', '| server | tiny JSON req/s | 1M JSON req/s | 1M binary req/s | tiny gRPC req/s |', '|---|---|---|---|---|',
+      `| zgc serve | ${s.tinyZgc.rps.toFixed(0)} | ${s.bigJsonZgc.rps.toFixed(1)} | ${s.bigZgc.rps.toFixed(1)} | ${s.tinyGrpcZgc.rps.toFixed(0)} |`,
+      ...Object.entries(s.python).map(([n, p]) => `| ${n} | ${p.tinyJson ? p.tinyJson.rps.toFixed(0) : '—'} | ${p.bigJson ? p.bigJson.rps.toFixed(1) : '—'} | ${p.bigBinary ? p.bigBinary.rps.toFixed(1) : '— (not taken)'} | ${p.tinyGrpc ? p.tinyGrpc.rps.toFixed(0) : '—'} |`),
+      `zgc serve: tiny JSON ${fx(s.ratios.tinyJsonVsBestPython)} the best Python server (target >= 10x); 1M JSON ${fx(s.ratios.bigJsonVsMlserver)} MLServer (target >= 3x); 1M binary ${fx(s.ratios.bigBinaryVsBestPython)} the best (target >= 3x); tiny gRPC ${fx(s.ratios.tinyGrpcVsMlserver)} MLServer (target >= 10x)`, ''] : []),
     `tiny: ${s.ratios.tinyVsBare.toFixed(2)}x the bare server (target >= 0.7x);${s.ratios.tinyGrpcVsBare ? ` tiny gRPC: ${s.ratios.tinyGrpcVsBare.toFixed(2)}x the bare gRPC server (target >= 0.7x);` : ''} 1M binary: ${s.ratios.bigVsBareEcho.toFixed(2)}x the bare echo (target >= 0.5x); MLP: ${s.ratios.mlpVsGlue.toFixed(2)}x the hand glue${s.bigJsonBytes ? `; 1M JSON response ${s.bigJsonBytes.response} bytes, ${s.ratios.bigJsonResponseVsDoubles.toFixed(2)}x the ${s.bigJsonBytes.asDoubles} of f32 values written as doubles` : ''}`,
   ].join('\n');
 }
@@ -258,7 +326,7 @@ function reportServing(s) {
 module.exports = { serving, reportServing };
 
 if (require.main === module) {
-  serving({ quick: process.argv.includes('--quick') }).then(
+  serving({ quick: process.argv.includes('--quick'), python: process.argv.includes('--python-servers') }).then(
     (s) => console.log(reportServing(s)),
     (err) => {
       console.error(err);

@@ -117,6 +117,15 @@ fn a_run_not_started_can_be_taken_back_and_is_then_skipped() {
     // The skipped frame still holds what was written; the child never computed it.
     assert_ne!(output(&iso, behind), [15.0; 4]);
     assert!(!iso.reclaim(after), "done: nothing to take back");
+    // Its frame comes round again: what was written for it is not applied then.
+    while iso.next_seq() % iso.frames() as u32 != behind % iso.frames() as u32 {
+        let seq = iso.begin(SET, 0).unwrap();
+        assert_eq!(wait(&iso, seq, None, None), Outcome::Done);
+    }
+    iso.write_input(1, &f32s(&[0.0]), MARK_VALUES);
+    let seq = iso.begin(RUN, 0).unwrap();
+    assert_eq!(wait(&iso, seq, None, None), Outcome::Done);
+    assert_eq!(output(&iso, seq), [17.0; 4], "x is still the 8 the last run set, not the 7 taken back");
 }
 
 #[test]
@@ -131,6 +140,15 @@ fn an_error_the_child_reports_comes_back_with_its_code_and_message() {
     let err = dtypes.answer(seq).unwrap_err();
     assert_eq!(err.code(), "ERR_ZGC_VALUE");
     assert!(err.to_string().contains("\"m\""), "{err}");
+    // When that frame holds a command again, a success is a success.
+    let frames = dtypes.frames() as u32;
+    let mut last = seq;
+    for _ in 0..frames {
+        last = dtypes.begin(SET, 0).unwrap();
+        assert_eq!(wait(&dtypes, last, None, None), Outcome::Done);
+    }
+    assert_eq!(last % frames, seq % frames);
+    dtypes.answer(last).unwrap();
 }
 
 #[test]
