@@ -72,6 +72,11 @@ export interface ZgcServer extends Server {
   readonly zgc: ServeHandler
   /** Stops accepting, answers what was accepted, closes the pools. */
   shutdown(options?: { deadlineMs?: number }): Promise<ShutdownResult>
+  /**
+   * Serves the protocol's gRPC service (inference.GRPCInferenceService) too, on `port` (0: a
+   * free one) of `host` (default 127.0.0.1); resolves the port. Needs @grpc/grpc-js.
+   */
+  listenGrpc(port: number, host?: string): Promise<number>
 }
 
 /** A node:http server for the Open Inference Protocol, its models loaded before it returns. */
