@@ -25,9 +25,10 @@ function encodeInferRequest(model, inputs) {
   return Buffer.concat(parts);
 }
 
-/** The first raw output of a ModelInferResponse, as f32 values. */
-function decodeInferResponse(buf) {
-  let pos = 0;
+/** Length-delimited fields of a message: [number, wire, start, end] (varints skipped). */
+function fields(buf, from = 0, to = buf.length) {
+  const out = [];
+  let pos = from;
   const read = () => {
     let n = 0;
     let shift = 0;
@@ -38,13 +39,30 @@ function decodeInferResponse(buf) {
       if (b < 0x80) return n;
     }
   };
-  while (pos < buf.length) {
+  while (pos < to) {
     const tag = read();
-    const len = read();
-    if (tag === 6 * 8 + 2) return new Float32Array(buf.buffer.slice(buf.byteOffset + pos, buf.byteOffset + pos + len));
-    pos += len;
+    const wire = tag & 7;
+    if (wire === 2) {
+      const len = read();
+      out.push([Math.floor(tag / 8), pos, pos + len]);
+      pos += len;
+    } else if (wire === 0) read();
+    else pos += wire === 1 ? 8 : 4;
   }
-  throw new Error('no raw_output_contents');
+  return out;
+}
+
+/** The first output of a ModelInferResponse as f32 values: raw bytes, or typed fp32_contents. */
+function decodeInferResponse(buf) {
+  const top = fields(buf);
+  const raw = top.find(([n]) => n === 6);
+  const copy = (from, to) => new Float32Array(buf.buffer.slice(buf.byteOffset + from, buf.byteOffset + to));
+  if (raw) return copy(raw[1], raw[2]);
+  const output = top.find(([n]) => n === 5);
+  const contents = output && fields(buf, output[1], output[2]).find(([n]) => n === 5);
+  const fp32 = contents && fields(buf, contents[1], contents[2]).find(([n]) => n === 6);
+  if (!fp32) throw new Error('no output values in the response');
+  return copy(fp32[1], fp32[2]);
 }
 
 module.exports = { encodeInferRequest, decodeInferResponse };

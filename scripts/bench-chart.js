@@ -78,11 +78,12 @@ function svg(results) {
   ].join('\n');
 }
 
-/** The page's three tables: per workload, the service figures, and HTTP serving. */
+/** The page's tables: per workload, the service figures, isolation (when measured), and serving. */
 function figures(results) {
   const { report } = require('../bench/services');
   const { reportServing } = require('../bench/serving');
-  return [table(results), report(results.service), reportServing(results.serving)];
+  const { reportIsolation } = require('../bench/isolation');
+  return [table(results), report(results.service), ...(results.isolation ? [reportIsolation(results.isolation)] : []), reportServing(results.serving)];
 }
 
 module.exports = { table, svg, figures };
