@@ -132,8 +132,8 @@ describe('serve', () => {
     [['--timeout-ms', '1m'], `--timeout-ms must be ${integer(0)}, got "1m"`],
     [['--prot', '80'], 'serve does not take "--prot" (did you mean "--port"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port)'],
     [['--maxbody=1m'], 'serve does not take "--maxbody=1m" (did you mean "--max-body"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port)'],
-    [['--verbose'], 'serve does not take "--verbose" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms, --isolate)'],
-    [['--colour=red'], 'serve does not take "--colour=red" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms, --isolate)'],
+    [['--verbose'], 'serve does not take "--verbose" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port)'],
+    [['--colour=red'], 'serve does not take "--colour=red" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port)'],
     [['--port'], '--port needs a value'],
     [['--host'], '--host needs a value'],
   ])('%j is refused', (flags, message) => {
