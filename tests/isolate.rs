@@ -191,3 +191,26 @@ fn storage_binds_a_slot_of_the_region_that_the_child_reads_in_place() {
     assert_eq!(wait(&iso, seq, None, None), Outcome::Done);
     assert_eq!(output(&iso, seq), [1.5, 2.5, 3.5, 4.5]);
 }
+
+#[test]
+fn inputs_written_for_a_command_never_sent_are_not_applied_later() {
+    let mut iso = faulty();
+    let seq = run(&mut iso, [1.0; 4], 0.0);
+    assert_eq!(wait(&iso, seq, None, None), Outcome::Done);
+    // Written, then given up (a refused input): cleared, never applied.
+    iso.write_input(1, &f32s(&[1.0]), MARK_VALUES);
+    iso.clear_marks();
+    iso.write_input(0, &f32s(&[2.0; 4]), MARK_VALUES);
+    let seq = iso.begin(RUN, 0).unwrap();
+    assert_eq!(wait(&iso, seq, None, None), Outcome::Done, "mode 1 (a segfault) was not applied");
+    assert_eq!(output(&iso, seq), [5.0; 4]);
+    // Written, then the child died before a command took them: the new child never sees them.
+    iso.write_input(1, &f32s(&[1.0]), MARK_VALUES);
+    iso.live().unwrap().process.kill();
+    assert!(matches!(wait(&iso, iso.next_seq(), Some(Duration::from_secs(5)), None), Outcome::Exited(_)));
+    iso.respawn(&env(), START).unwrap();
+    iso.write_input(0, &f32s(&[3.0; 4]), MARK_VALUES);
+    let seq = iso.begin(RUN, 0).unwrap();
+    assert_eq!(wait(&iso, seq, None, None), Outcome::Done);
+    assert_eq!(output(&iso, seq), [7.0; 4]);
+}
