@@ -34,7 +34,7 @@ fn run(iso: &mut Isolated, x: [f32; 4], mode: f32) -> u32 {
 }
 
 fn wait(iso: &Isolated, seq: u32, until: Option<Duration>, cap: Option<u64>) -> Outcome {
-    child::wait(&iso.live().unwrap(), &iso.region, seq, Duration::ZERO, until.map(|d| Instant::now() + d), cap)
+    child::wait(&iso.live().unwrap(), &iso.region, seq, until.map(|d| Instant::now() + d), cap)
 }
 
 fn output(iso: &Isolated, seq: u32) -> Vec<f32> {

@@ -268,13 +268,11 @@ pub fn is_done(region: &SharedRegion, seq: u32) -> bool {
     (region.word(DONE).load(Ordering::Acquire).wrapping_sub(seq) as i32) >= 0
 }
 
-/// Waits for command `seq` of `live` (spinning first for `spin`), until `until`, killing the
-/// child when it passes `until` or `max_rss` bytes of resident memory.
-pub fn wait(live: &Live, region: &SharedRegion, seq: u32, spin: Duration, until: Option<Instant>, max_rss: Option<u64>) -> Outcome {
+/// Waits for command `seq` of `live` until `until`, killing the child when it passes `until`
+/// or `max_rss` bytes of resident memory. (Short waits spin on the JavaScript thread first:
+/// `NativeIsolate::poll`.)
+pub fn wait(live: &Live, region: &SharedRegion, seq: u32, until: Option<Instant>, max_rss: Option<u64>) -> Outcome {
     let done = || is_done(region, seq);
-    if !spin.is_zero() && process::spin_until(done, spin) {
-        return Outcome::Done;
-    }
     let sleeps = region.word(PARENT_SLEEPS);
     loop {
         if done() {

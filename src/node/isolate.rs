@@ -128,7 +128,7 @@ impl NativeIsolate {
         let thread_tsfn = tsfn.clone();
         let spawned = std::thread::Builder::new().name("zgc-isolate-wait".into()).spawn(move || {
             for job in queue {
-                let outcome = child::wait(&job.live, &job.region, job.seq, Duration::ZERO, job.until, job.max_rss);
+                let outcome = child::wait(&job.live, &job.region, job.seq, job.until, job.max_rss);
                 let stderr = if outcome == Outcome::Done { String::new() } else { job.live.process.stderr_tail(4000) };
                 drop(job.live);
                 if let Err(lost) = thread_tsfn.send(WaitDone { outcome, stderr, deferred: job.deferred }) {
@@ -243,7 +243,7 @@ impl NativeIsolate {
         let Some(live) = live else { return Err(js_err(Error::Closed)) };
         let until = ms(timeout_ms).map(|d| Instant::now() + d);
         let cap = (max_rss > 0.0).then_some(max_rss as u64);
-        let outcome = child::wait(&live, &region, seq, Duration::ZERO, until, cap);
+        let outcome = child::wait(&live, &region, seq, until, cap);
         let stderr = if outcome == Outcome::Done { String::new() } else { live.process.stderr_tail(4000) };
         record(&self.last, &outcome, stderr);
         Ok(code_of(&outcome))
