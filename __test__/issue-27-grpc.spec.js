@@ -152,6 +152,39 @@ asyncio.run(main())`;
     expect(got).toEqual({ ready: true, model_ready: true, infer: [['k-True', 'output_0', sum], ['k-False', 'output_0', sum]] });
   });
 
+  test('a reload under load over gRPC: every call answered right while the model loads again', async () => {
+    const script = `
+import json, sys, threading, numpy as np, tritonclient.grpc as tg
+c = tg.InferenceServerClient("127.0.0.1:${grpcPort}")
+pairs = json.loads(sys.argv[1])
+results = [None] * len(pairs)
+lock = threading.Lock()
+left = [len(pairs)]
+done = threading.Event()
+def cb(i):
+    def f(result, error):
+        results[i] = result.as_numpy("output_0").tolist() if error is None else str(error)
+        with lock:
+            left[0] -= 1
+            if left[0] == 0:
+                done.set()
+    return f
+for i, (x, y) in enumerate(pairs):
+    a = tg.InferInput("a", [4], "FP32"); a.set_data_from_numpy(np.array(x, dtype=np.float32))
+    b = tg.InferInput("b", [4], "FP32"); b.set_data_from_numpy(np.array(y, dtype=np.float32))
+    c.async_infer("add", [a, b], cb(i))
+    if i == len(pairs) // 2:
+        c.load_model("add")
+done.wait(60)
+print(json.dumps({"results": results, "ready": c.is_model_ready("add")}))`;
+    const pairs = plan.concurrent.slice(0, 150);
+    const r = await run(GRPC_PYTHON, ['-c', script, JSON.stringify(pairs)], '');
+    expect(r.status).toBe(0);
+    const got = JSON.parse(r.stdout.trim().split('\n').pop());
+    expect(got.ready).toBe(true);
+    pairs.forEach(([a, b], i) => expect(got.results[i]).toEqual(a.map((v, k) => f(f(v) + f(b[k])))));
+  }, 60000);
+
   test('metrics count gRPC requests under protocol="grpc", next to REST', async () => {
     const text = await (await fetch(`${server.url}/metrics`)).text();
     const count = (labels) => Number((new RegExp(`^zgc_inference_requests_total\\{${labels}\\} (\\d+)$`, 'm').exec(text) || [])[1] || 0);
