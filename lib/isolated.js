@@ -11,6 +11,7 @@ const { NativeIsolate } = require('./native');
 const { ZgcError, fromNative } = require('./errors');
 const { toTypedArray, forSource } = require('./values');
 const { platformName } = require('./platform');
+const { OUTPUT_ARRAYS, STORAGE_ARRAYS, infoOf, asFloat16, inRealm } = require('./describe');
 
 const RUN = 1;
 const SET = 2;
@@ -38,8 +39,6 @@ const DONE_WORD = 64 / 4;
 /** Sync calls other than runs (set, storage) are memcpys in the child; this bounds a stuck one. */
 const CALL_TIMEOUT_MS = 30000;
 
-const STORAGE_ARRAYS = { f32: Float32Array, f16: Uint16Array, i8: Int8Array, bool: Uint8Array };
-const OUTPUT_ARRAYS = { f32: Float32Array, i8: Int8Array, bool: Uint8Array };
 const HISTOGRAM_BOUNDS_MS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000];
 
 /** The host program: next to the package (built from source), else in the platform package. */
@@ -64,10 +63,11 @@ function environment() {
   return Object.entries(process.env).flatMap(([k, v]) => (v === undefined || k.includes('=') ? [] : [`${k}=${v}`]));
 }
 
-function positive(what, value, { integer = false } = {}) {
+function positive(what, value) {
   if (value === undefined) return undefined;
-  if (typeof value !== 'number' || !(value > 0) || (integer && !Number.isInteger(value)) || value === Infinity) {
-    throw new RangeError(`${what} must be a positive ${integer ? 'integer' : 'number'} of milliseconds, got ${String(value)}`.replace(' of milliseconds', what.endsWith('Mb') ? '' : ' of milliseconds'));
+  if (typeof value !== 'number' || !(value > 0) || value === Infinity) {
+    const unit = what.endsWith('Mb') ? '' : ' of milliseconds';
+    throw new RangeError(`${what} must be a positive number${unit}, got ${String(value)}`);
   }
   return value;
 }
@@ -696,39 +696,6 @@ function decodeF16(bits) {
   return out;
 }
 
-function infoOf(description) {
-  const freeze = (list) => Object.freeze(list.map((item) => Object.freeze(item)));
-  return {
-    path: description.path,
-    abiVersion: description.abiVersion,
-    fingerprint: BigInt(description.fingerprintHex),
-    fingerprintHex: description.fingerprintHex,
-    runtimeSize: description.runtimeSize,
-    runtimeAlignment: description.runtimeAlignment,
-    mutableBytes: description.mutableBytes,
-    internal: description.sources,
-    sources: freeze(
-      description.sources.map((s) => ({
-        key: s.key,
-        name: s.name,
-        kind: s.kind,
-        binding: s.binding,
-        dtype: s.dtype,
-        shape: Object.freeze(s.shape),
-        strides: Object.freeze(s.strides),
-        offset: s.offset,
-        elementCount: s.elementCount,
-        byteCount: s.byteCount,
-      })),
-    ),
-    outputs: freeze(description.outputs.map((o) => ({ dtype: o.dtype, shape: Object.freeze(o.shape), elementCount: o.elementCount, byteCount: o.byteCount }))),
-  };
-}
-
-function inRealm(array, Class) {
-  return array instanceof Class ? array : new Class(array.buffer, array.byteOffset, array.length);
-}
-
 /** What a runtime and a pool of isolated instances share: values in, tensors out. */
 class Shape {
   constructor(description, f16) {
@@ -767,13 +734,13 @@ class Shape {
     return arrays.map((array, i) => {
       const o = this.info.outputs[i];
       let data = inRealm(array, this.outputArrays[i]);
-      if (o.dtype === 'f16' && this.float16) data = new globalThis.Float16Array(data.buffer, data.byteOffset, data.length);
+      if (o.dtype === 'f16' && this.float16) data = asFloat16(data);
       return { dtype: o.dtype, shape: o.shape, data };
     });
   }
 
   storageView(source, view) {
-    return this.float16 && source.dtype === 'f16' ? new globalThis.Float16Array(view.buffer, view.byteOffset, view.length) : view;
+    return this.float16 && source.dtype === 'f16' ? asFloat16(view) : view;
   }
 }
 

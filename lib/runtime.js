@@ -40,23 +40,12 @@ const { toTypedArray, forSource, isFloat16Array, f16Bits } = require('./values')
 const { hostName } = require('./platform');
 const { refuseUnknownKeys } = require('./options');
 const { IsolatedRuntime, isolationOptions } = require('./isolated');
+const { OUTPUT_ARRAYS, STORAGE_ARRAYS, infoOf, asFloat16, inRealm } = require('./describe');
 
 const { hasOwn } = Object;
 // Stryker disable next-line StringLiteral: the fallback of hosts before Symbol.dispose (Node < 20.4), none of which we test on
 const dispose = Symbol.dispose || Symbol.for('nodejs.dispose');
 
-const OUTPUT_ARRAYS = { f32: Float32Array, i8: Int8Array, bool: Uint8Array };
-/** The class of a BOUND source's physical storage, by dtype (f16 as its bits). */
-const STORAGE_ARRAYS = { f32: Float32Array, f16: Uint16Array, i8: Int8Array, bool: Uint8Array };
-
-function deepFreeze(list) {
-  for (const item of list) {
-    // Stryker disable next-line ConditionalExpression: freezing a string or number changes nothing
-    for (const value of Object.values(item)) if (Array.isArray(value)) Object.freeze(value);
-    Object.freeze(item);
-  }
-  return Object.freeze(list);
-}
 
 /** `~` expanded and made absolute, symlinks resolved where the file exists (as Python's resolve()). */
 function resolvePath(p) {
@@ -93,19 +82,6 @@ function checkOptions(options) {
   return { f16, offload };
 }
 
-/** Tensor data for an output the native layer wrote: f16 bits become a Float16Array over the same memory when asked. */
-function asFloat16(bits) {
-  return new globalThis.Float16Array(bits.buffer, bits.byteOffset, bits.length);
-}
-
-/**
- * `array` as an instance of `Class` of this module's realm. The addon makes arrays in the
- * realm it was loaded in (Node's main one); code in another realm (a Jest test, a vm
- * context) must get its own `Float32Array`, so such an array is viewed again, without a copy.
- */
-function inRealm(array, Class) {
-  return array instanceof Class ? array : new Class(array.buffer, array.byteOffset, array.length);
-}
 
 /** Opens an artifact (path or bytes) and validates it: the shared step of `load` and pools. */
 function openArtifact(artifact) {
@@ -187,34 +163,7 @@ class Runtime {
     this.#callInline = callerOf(fastRunInline, this.#args.length);
     // Stryker disable next-line all: which outputs use a scratch array changes speed, not results
     this.#scratch = description.outputs.map((o, i) => (o.byteCount <= SMALL_OUTPUT_BYTES ? new this.#outputArrays[i](o.elementCount) : null));
-    this.#info = {
-      path: fromBytes ? null : description.path,
-      abiVersion: description.abiVersion,
-      fingerprint: BigInt(description.fingerprintHex),
-      fingerprintHex: description.fingerprintHex,
-      runtimeSize: description.runtimeSize,
-      runtimeAlignment: description.runtimeAlignment,
-      mutableBytes: description.mutableBytes,
-      // `logicalCount` and `identity` stay internal: the documented fields are the contract.
-      internal: description.sources,
-      sources: deepFreeze(
-        description.sources.map((s) => ({
-          key: s.key,
-          name: s.name,
-          kind: s.kind,
-          binding: s.binding,
-          dtype: s.dtype,
-          shape: s.shape,
-          strides: s.strides,
-          offset: s.offset,
-          elementCount: s.elementCount,
-          byteCount: s.byteCount,
-        })),
-      ),
-      outputs: deepFreeze(
-        description.outputs.map((o) => ({ dtype: o.dtype, shape: o.shape, elementCount: o.elementCount, byteCount: o.byteCount })),
-      ),
-    };
+    this.#info = infoOf(description, fromBytes);
   }
 
   get path() { return this.#info.path; }
