@@ -4,7 +4,9 @@
 // Inference Protocol, one rule at a time (the HTTP spec covers them end to end).
 
 const { load } = require('..');
-const { signatureOf, parseInfer, formatInfer, RequestError } = require('../lib/serve/protocol');
+const protocol = require('../lib/serve/protocol');
+
+const { signatureOf, formatInfer, RequestError } = protocol;
 const { fixture } = require('./fixtures/manifest');
 const { f16Bits } = require('./helpers');
 
@@ -18,6 +20,33 @@ beforeAll(() => {
   add = signatureOf(a);
   a.close();
 });
+
+/*
+ * Every request here is read twice: as given, and with 16 KB of whitespace after its JSON
+ * header, which is long enough for the number arrays of its data to be read natively
+ * (protocol.TAKE_BYTES). Both must give the same inputs, or the same refusal.
+ */
+const PAD = Buffer.alloc(protocol.TAKE_BYTES, 0x20);
+const outcome = (f) => {
+  try {
+    return { value: f() };
+  } catch (error) {
+    return { error };
+  }
+};
+function parseInfer(sig, body, headerLength) {
+  const plain = outcome(() => protocol.parseInfer(sig, body, headerLength));
+  const padded = Buffer.concat([body.subarray(0, headerLength), PAD, body.subarray(headerLength)]);
+  const long = outcome(() => protocol.parseInfer(sig, padded, headerLength + PAD.length));
+  if (plain.error) {
+    expect(long.error).toBeInstanceOf(plain.error.constructor);
+    expect([long.error.status, long.error.message]).toEqual([plain.error.status, plain.error.message]);
+    throw plain.error;
+  }
+  expect(long.error).toBeUndefined();
+  expect(long.value).toEqual(plain.value);
+  return plain.value;
+}
 
 const json = (obj) => Buffer.from(JSON.stringify(obj));
 const parse = (sig, obj) => {
@@ -365,4 +394,23 @@ test('INT8 outputs as JSON integers; float outputs past 65,536 elements are writ
   expect(over).toBeInstanceOf(Promise);
   const { head } = await over;
   expect(head).toBe(`{"model_name":"m","model_version":"1","outputs":[${add.outputs[0].prefix}"data":${expectedText(65537)}},${dtypes.outputs[2].prefix}"data":[1,2,3,4,5]}]}`);
+});
+
+test('headers from TAKE_BYTES on have the flat number arrays of their data read natively; shorter ones, and other data, are parsed whole', () => {
+  const text = JSON.stringify({ id: 'r', inputs: [t('a', 'FP32', [3], [1.5, 0, 1e-7]), t('q', 'INT8', [2], [[1], [2]]), t('m', 'BOOL', [2], [true, 0])] }).replace('[1.5,0,', '[1.5,-0,');
+  const long = Buffer.concat([Buffer.from(text), PAD]);
+  const taken = protocol.readHeader(long, long.length);
+  expect(taken.arrays).toHaveLength(1);
+  expect(Array.from(taken.arrays[0])).toEqual([1.5, -0, 1e-7]);
+  expect(taken.header.id).toBe('r');
+  // The other inputs' data are as JSON.parse gives them.
+  expect(taken.header.inputs.slice(1).map((i) => i.data)).toEqual([[[1], [2]], [true, 0]]);
+  const sized = (n) => Buffer.concat([Buffer.from(text), Buffer.alloc(n - text.length, 0x20)]);
+  expect(protocol.readHeader(sized(protocol.TAKE_BYTES), protocol.TAKE_BYTES).arrays).toHaveLength(1);
+  expect(protocol.readHeader(sized(protocol.TAKE_BYTES - 1), protocol.TAKE_BYTES - 1).arrays).toBeNull();
+  expect(protocol.readHeader(Buffer.from(text), text.length)).toEqual({ header: JSON.parse(text), arrays: null });
+  // A number beyond f64 is left to JSON.parse, which makes it Infinity, and FP32 refuses it as written.
+  const huge = Buffer.from(`${JSON.stringify({ inputs: [t('a', 'FP32', [4], [1, 2, 3, 0]), t('b', 'FP32', [4], [1, 2, 3, 4])] }).replace(',0]', ',1e400]')}${PAD}`);
+  expect(protocol.readHeader(huge, huge.length).arrays).toHaveLength(1);
+  expect(() => protocol.parseInfer(add, huge, huge.length)).toThrow('input "a": element 3 is Infinity, beyond FP32\'s largest finite value');
 });

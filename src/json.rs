@@ -2,6 +2,8 @@
 //! reads back to the same f32 (or f16), `-0.0` kept, and NaN and the infinities as the tokens
 //! Python's `json` writes and reads (`NaN`, `Infinity`, `-Infinity`), which JSON itself has no
 //! numbers for. A JSON writer of doubles would give an f32 17 digits (`0.30000001192092896`).
+//! And the other way: the number arrays of an infer request's inputs read without making a
+//! JavaScript array of them (`take_input_data`).
 
 use half::f16;
 use std::sync::OnceLock;
@@ -92,9 +94,356 @@ pub fn write_f16(bits: &[u16], out: &mut String) {
     out.push(']');
 }
 
+/// An infer request's JSON with the number arrays of its inputs' `data` taken out: the text
+/// with each such array replaced by the string `"<marker><k>"`, and the values of array `k`
+/// as read by a JSON reader of doubles. JavaScript then parses a header of a few hundred
+/// bytes instead of making an array of a million numbers.
+#[derive(Debug, PartialEq)]
+pub struct InputData {
+    pub header: Vec<u8>,
+    pub arrays: Vec<Vec<f64>>,
+}
+
+/// Takes out every `inputs[i].data` that is a flat array of JSON numbers (or of the tokens
+/// `NaN`, `Infinity`, `-Infinity`), and leaves everything else as it is: nested data, data
+/// holding anything else, and a number beyond f64 (which must be refused as the value it
+/// was written as, not taken as `Infinity`) are for the JavaScript reader. `None` when the
+/// text has no such array, or is not JSON this reader can follow; the caller's own reader
+/// then sees the text unchanged and gives its own error.
+pub fn take_input_data(text: &[u8], marker: &str) -> Option<InputData> {
+    let mut scan = Scan { b: text, i: 0, found: Vec::new() };
+    scan.value(Place::Root, 0)?;
+    scan.ws();
+    if scan.i != text.len() || scan.found.is_empty() {
+        return None;
+    }
+    let mut header = Vec::with_capacity(text.len() - scan.found.iter().map(|f| f.end - f.start).sum::<usize>() + scan.found.len() * (marker.len() + 8));
+    let mut arrays = Vec::with_capacity(scan.found.len());
+    let mut from = 0;
+    for (k, found) in scan.found.into_iter().enumerate() {
+        header.extend_from_slice(&text[from..found.start]);
+        header.push(b'"');
+        header.extend_from_slice(marker.as_bytes());
+        header.extend_from_slice(k.to_string().as_bytes());
+        header.push(b'"');
+        from = found.end;
+        arrays.push(found.values);
+    }
+    header.extend_from_slice(&text[from..]);
+    Some(InputData { header, arrays })
+}
+
+/// Deeper JSON than this is left to the caller's reader (whose own limit then applies).
+const MAX_DEPTH: usize = 256;
+
+/// Where a value sits, as far as finding `inputs[i].data` needs to know.
+#[derive(Clone, Copy, PartialEq)]
+enum Place {
+    Root,
+    Inputs,
+    Input,
+    Data,
+    Other,
+}
+
+struct Found {
+    start: usize,
+    end: usize,
+    values: Vec<f64>,
+}
+
+struct Scan<'a> {
+    b: &'a [u8],
+    i: usize,
+    found: Vec<Found>,
+}
+
+impl<'a> Scan<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        self.ws();
+        (self.peek()? == byte).then(|| self.i += 1)
+    }
+
+    fn value(&mut self, place: Place, depth: usize) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.ws();
+        match self.peek()? {
+            b'{' => self.object(place, depth),
+            b'[' => {
+                if place == Place::Data {
+                    let start = self.i;
+                    if let Some(values) = self.numbers() {
+                        self.found.push(Found { start, end: self.i, values });
+                        return Some(());
+                    }
+                    self.i = start;
+                }
+                self.array(if place == Place::Inputs { Place::Input } else { Place::Other }, depth)
+            }
+            b'"' => self.string().map(|_| ()),
+            _ => self.scalar(),
+        }
+    }
+
+    fn object(&mut self, place: Place, depth: usize) -> Option<()> {
+        self.i += 1;
+        self.ws();
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Some(());
+        }
+        loop {
+            self.ws();
+            let key = self.string()?;
+            self.eat(b':')?;
+            let member = match (place, key) {
+                (Place::Root, b"inputs") => Place::Inputs,
+                (Place::Input, b"data") => Place::Data,
+                _ => Place::Other,
+            };
+            self.value(member, depth + 1)?;
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn array(&mut self, items: Place, depth: usize) -> Option<()> {
+        self.i += 1;
+        self.ws();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some(());
+        }
+        loop {
+            self.value(items, depth + 1)?;
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b']' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A string's raw bytes between its quotes (escapes left as written: a key spelled with
+    /// one is not taken for `inputs` or `data`, and the caller's reader handles it).
+    fn string(&mut self) -> Option<&'a [u8]> {
+        let b = self.b;
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let start = self.i + 1;
+        let mut i = start;
+        loop {
+            match *b.get(i)? {
+                b'"' => break,
+                b'\\' => i += 2,
+                _ => i += 1,
+            }
+        }
+        self.i = i + 1;
+        Some(&b[start..i])
+    }
+
+    /// A number or literal, as far as the next delimiter; the caller's reader checks it.
+    fn scalar(&mut self) -> Option<()> {
+        let start = self.i;
+        while let Some(c) = self.peek() {
+            if matches!(c, b',' | b']' | b'}' | b' ' | b'\t' | b'\n' | b'\r') {
+                break;
+            }
+            self.i += 1;
+        }
+        (self.i > start).then_some(())
+    }
+
+    /// `[n, n, ...]` of numbers and non-finite tokens only; `None` at anything else.
+    fn numbers(&mut self) -> Option<Vec<f64>> {
+        self.i += 1;
+        // Most numbers of a large tensor take 4 to 12 bytes.
+        let mut values = Vec::with_capacity((self.b.len() - self.i) / 12);
+        self.ws();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some(values);
+        }
+        loop {
+            self.ws();
+            values.push(self.number()?);
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b']' => {
+                    self.i += 1;
+                    values.shrink_to_fit();
+                    return Some(values);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// One JSON number (RFC 8259 grammar, read as the nearest f64), or `NaN`, `Infinity`,
+    /// `-Infinity`.
+    fn number(&mut self) -> Option<f64> {
+        for (token, value) in [(&b"NaN"[..], f64::NAN), (b"Infinity", f64::INFINITY), (b"-Infinity", f64::NEG_INFINITY)] {
+            if self.b[self.i..].starts_with(token) {
+                self.i += token.len();
+                return Some(value);
+            }
+        }
+        let start = self.i;
+        let digits = |s: &mut Self| {
+            let from = s.i;
+            while let Some(b'0'..=b'9') = s.peek() {
+                s.i += 1;
+            }
+            s.i - from
+        };
+        if self.peek() == Some(b'-') {
+            self.i += 1;
+        }
+        let int_start = self.i;
+        let int = digits(self);
+        if int == 0 || (int > 1 && self.b[int_start] == b'0') {
+            return None;
+        }
+        if self.peek() == Some(b'.') {
+            self.i += 1;
+            if digits(self) == 0 {
+                return None;
+            }
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.i += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.i += 1;
+            }
+            if digits(self) == 0 {
+                return None;
+            }
+        }
+        // The bytes are ASCII digits, signs, '.' and 'e' only.
+        let text = std::str::from_utf8(&self.b[start..self.i]).ok()?;
+        let value: f64 = text.parse().ok()?;
+        value.is_finite().then_some(value)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const M: &str = "@";
+
+    fn take(text: &str) -> Option<(String, Vec<Vec<f64>>)> {
+        take_input_data(text.as_bytes(), M).map(|d| (String::from_utf8(d.header).unwrap(), d.arrays))
+    }
+
+    #[test]
+    fn input_data_arrays_are_taken_out_and_the_rest_kept_byte_for_byte() {
+        let text = r#"{"id":"x", "inputs" : [ {"name":"a","data" : [1, -2.5e3 ,0.1,-0, 1E-2, 12345678901234567890],"shape":[6]},
+            {"name":"b","data":[NaN,Infinity,-Infinity]}, {"name":"c","data":[[1,2],[3,4]]}, {"name":"d","data":[]} ],
+            "outputs":[{"name":"o","data":[1,2]}], "data":[3]}"#;
+        let (header, arrays) = take(text).unwrap();
+        assert_eq!(
+            header,
+            r#"{"id":"x", "inputs" : [ {"name":"a","data" : "@0","shape":[6]},
+            {"name":"b","data":"@1"}, {"name":"c","data":[[1,2],[3,4]]}, {"name":"d","data":"@2"} ],
+            "outputs":[{"name":"o","data":[1,2]}], "data":[3]}"#
+        );
+        assert_eq!(arrays[0], vec![1.0, -2500.0, 0.1, -0.0, 0.01, 12345678901234567890.0]);
+        assert!(arrays[0][3].is_sign_negative());
+        assert!(arrays[1][0].is_nan());
+        assert_eq!(&arrays[1][1..], &[f64::INFINITY, f64::NEG_INFINITY]);
+        assert!(arrays[2].is_empty());
+        assert_eq!(arrays.len(), 3);
+    }
+
+    #[test]
+    fn values_read_as_a_json_reader_of_doubles_reads_them() {
+        // The nearest double of each decimal, as JSON.parse gives it.
+        let decimals = ["0.10000000149011612", "3.4028235677973366e38", "5e-324", "2.2250738585072011e-308", "9007199254740993", "1.7976931348623157e308", "-0.0", "0e0", "1E+2"];
+        let text = format!(r#"{{"inputs":[{{"data":[{}]}}]}}"#, decimals.join(","));
+        let (_, arrays) = take(&text).unwrap();
+        let expected: Vec<f64> = decimals.iter().map(|d| d.parse().unwrap()).collect();
+        assert_eq!(arrays[0].iter().map(|v| v.to_bits()).collect::<Vec<_>>(), expected.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn arrays_holding_anything_but_numbers_are_left_to_the_caller() {
+        // JSON, but not a flat array of numbers a double reader takes as written.
+        for data in ["[1,true]", "[1,null]", r#"[1,"2"]"#, "[1,[2]]", "[[1],2]", "[1e400]", "[-1e400]", "[1,{}]"] {
+            let text = format!(r#"{{"inputs":[{{"data":{data}}},{{"data":[7]}}]}}"#);
+            let (header, arrays) = take(&text).unwrap_or_else(|| panic!("{data}: the [7] after it is still taken"));
+            assert_eq!(header, format!(r#"{{"inputs":[{{"data":{data}}},{{"data":"@0"}}]}}"#), "{data}");
+            assert_eq!(arrays, vec![vec![7.0]]);
+        }
+        // Not JSON: never taken (left as written, or the whole text left to the caller).
+        for data in ["[1,]", "[,1]", "[1 2]", "[01]", "[1.]", "[.5]", "[+1]", "[1e]", "[-]", "[0x10]", "[nan]", "[infinity]", "[NaNa]", "[-NaN]", "[1,2"] {
+            let text = format!(r#"{{"inputs":[{{"data":{data}}},{{"data":[7]}}]}}"#);
+            if let Some((header, arrays)) = take(&text) {
+                assert_eq!(header, format!(r#"{{"inputs":[{{"data":{data}}},{{"data":"@0"}}]}}"#), "{data}");
+                assert_eq!(arrays, vec![vec![7.0]]);
+            }
+        }
+    }
+
+    #[test]
+    fn only_data_of_inputs_is_taken() {
+        for text in [
+            r#"{"outputs":[{"data":[1]}]}"#,
+            r#"{"inputs":{"data":[1]}}"#,
+            r#"{"x":{"inputs":[{"data":[1]}]}}"#,
+            r#"{"inputs":[[{"data":[1]}]]}"#,
+            r#"{"inputs":[{"d\u0061ta":[1]}]}"#,
+            r#"{"inputs":[{"parameters":{"data":[1]}}]}"#,
+            r#"[{"inputs":[{"data":[1]}]}]"#,
+            r#"{"inputs":[{"name":"data","x":[1]}]}"#,
+        ] {
+            assert_eq!(take(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn text_that_is_not_json_is_left_to_the_caller() {
+        for text in ["", "{", r#"{"inputs":[{"data":[1]}]"#, r#"{"inputs":[{"data":[1]}]}}"#, r#"{"inputs":[{"data":[1]}] x}"#, r#"{"inputs" [{"data":[1]}]}"#, r#"{"inputs":[{"data":[1]}"#, r#"{"inputs":[{"data":[1] "a":1}]}"#, r#"{"inputs":[{"data":[1]},]}"#, r#"{"a":"unterminated}"#] {
+            assert_eq!(take(text), None, "{text}");
+        }
+        // Nesting deeper than the limit is left too, without exhausting the stack.
+        let deep = format!(r#"{{"inputs":[{{"data":[1]}}],"x":{}{}}}"#, "[".repeat(100_000), "]".repeat(100_000));
+        assert_eq!(take(&deep), None);
+    }
+
+    #[test]
+    fn strings_with_escapes_and_brackets_are_skipped_whole() {
+        let text = r#"{"id":"a\"],[{\\","inputs":[{"name":"]}\"{","data":[2]}]}"#;
+        let (header, arrays) = take(text).unwrap();
+        assert_eq!(header, r#"{"id":"a\"],[{\\","inputs":[{"name":"]}\"{","data":"@0"}]}"#);
+        assert_eq!(arrays, vec![vec![2.0]]);
+    }
 
     fn f32_text(values: &[f32]) -> String {
         let mut s = String::new();

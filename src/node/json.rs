@@ -1,10 +1,11 @@
 //! Float tensors as JSON text for the server (`crate::json`): at once for small tensors, and
-//! on a libuv pool thread for large ones, so that the event loop keeps answering meanwhile.
+//! on a libuv pool thread for large ones, so that the event loop keeps answering meanwhile;
+//! and the number arrays of a request's inputs read from its JSON (`crate::json::take_input_data`).
 
 use super::Code;
 use crate::dtype::Elements;
 use crate::sys::js::JsArray;
-use napi::bindgen_prelude::{AsyncTask, TypedArray};
+use napi::bindgen_prelude::{AsyncTask, Buffer, Float64Array, TypedArray, Uint8Array};
 use napi::{Env, Task};
 use napi_derive::napi;
 
@@ -77,4 +78,23 @@ pub fn tensor_json_async(values: TypedArray<'_>) -> napi::Result<AsyncTask<Tenso
         _ => unreachable!("with_values passes only these"),
     })?;
     Ok(AsyncTask::new(TensorJson(owned)))
+}
+
+/// A request's JSON header with its inputs' number arrays taken out.
+#[napi(object)]
+pub struct TakenInputData {
+    /// The header's bytes, each array taken out written as the string marker + its index.
+    pub header: Buffer,
+    pub arrays: Vec<Float64Array>,
+}
+
+/// The first `length` bytes of `body` with the flat number arrays of `inputs[i].data` taken
+/// out, or nothing when there are none or the text is left to `JSON.parse`.
+#[napi(js_name = "takeInputData")]
+pub fn take_input_data(body: Uint8Array, length: u32, marker: String) -> Option<TakenInputData> {
+    let text = body.get(..length as usize)?;
+    crate::json::take_input_data(text, &marker).map(|d| TakenInputData {
+        header: d.header.into(),
+        arrays: d.arrays.into_iter().map(Float64Array::new).collect(),
+    })
 }
