@@ -2,8 +2,17 @@
 
 // One parser thread of lib/serve/parsers.js: parseInfer on a body handed over, and the input
 // tensors sent back transferred (they are this thread's fresh arrays: nothing here keeps them).
+const os = require('node:os');
 const { parentPort } = require('node:worker_threads');
 const { parseInfer, signatureFromPortable, RequestError } = require('./protocol');
+
+// Below the event loop's priority (on Linux a thread's own): while both cores parse large
+// bodies, a small request still gets the CPU as soon as it arrives.
+try {
+  os.setPriority(os.constants.priority.PRIORITY_BELOW_NORMAL);
+} catch {
+  // Not permitted here: parsing at normal priority.
+}
 
 parentPort.on('message', ({ id, sig, body, headerLength }) => {
   try {

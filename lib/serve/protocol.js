@@ -322,9 +322,14 @@ function jsonData(datatype, data) {
   return data.length > ASYNC_JSON_ELEMENTS ? tensorJsonAsync(data) : tensorJson(data);
 }
 
+const COMMA = Buffer.from(',');
+const END = Buffer.from(']}');
+
 /**
  * The response to an infer: `{ head, chunks }`, the JSON header and the binary outputs that
- * follow it (none for an all-JSON response). `tensors` are the run's outputs by index.
+ * follow it (none for an all-JSON response). `tensors` are the run's outputs by index. A
+ * Promise of it when a large float output is written off the event loop; its head is then a
+ * Buffer of the UTF-8 text, as that output's text came.
  */
 function formatInfer(modelName, version, id, wanted, tensors) {
   const parts = [];
@@ -354,7 +359,17 @@ function formatInfer(modelName, version, id, wanted, tensors) {
     }
     return { head: `${start}${outputs}]}`, chunks };
   };
-  return pending ? Promise.all(parts).then(join) : join(parts);
+  const joinBytes = (texts) => {
+    const pieces = [Buffer.from(start)];
+    for (let i = 0, k = 0; i < wanted.length; i++) {
+      if (i > 0) pieces.push(COMMA);
+      const n = wanted[i].binary ? 1 : 4;
+      for (let j = 0; j < n; j++, k++) pieces.push(typeof texts[k] === 'string' ? Buffer.from(texts[k]) : texts[k]);
+    }
+    pieces.push(END);
+    return { head: Buffer.concat(pieces), chunks };
+  };
+  return pending ? Promise.all(parts).then(joinBytes) : join(parts);
 }
 
 module.exports = { DATATYPE, RequestError, signatureOf, signatureFromPortable, parseInfer, formatInfer, readHeader, TAKE_BYTES };

@@ -60,6 +60,9 @@ const fail = (res, status, message, headers) => send(res, status, { error: messa
  * The whole body: for a binary request, in one buffer whose binary part starts 8-byte aligned
  * (so its tensors are read in place); for JSON, the received chunk itself where it is one.
  */
+/** JSON bodies declaring this many bytes or more are received into one buffer of that size. */
+const PREALLOCATE_BYTES = 1 << 16;
+
 /** `length` bytes whose byte `headerLength` (where binary data starts) is 8-byte aligned. */
 function alignedBody(length, headerLength) {
   const pad = (8 - (headerLength % 8)) % 8;
@@ -76,6 +79,9 @@ function readBody(req, maxBody, headerLength) {
     let got = 0;
     if (headerLength !== undefined && length >= 0) {
       into = alignedBody(length, headerLength);
+    } else if (length >= PREALLOCATE_BYTES) {
+      // Copied in as it arrives: a concat at the end would hold the event loop for the whole body at once.
+      into = Buffer.from(new ArrayBuffer(length));
     } else {
       chunks = [];
     }
@@ -250,7 +256,7 @@ function createHandler(options) {
         res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(head) });
         res.end(head);
       } else {
-        const headBytes = Buffer.from(head);
+        const headBytes = typeof head === 'string' ? Buffer.from(head) : head;
         let total = headBytes.length;
         for (const c of chunks) total += c.byteLength;
         res.writeHead(200, { 'content-type': 'application/octet-stream', 'inference-header-content-length': headBytes.length, 'content-length': total });

@@ -57,19 +57,21 @@ pub fn tensor_json(values: TypedArray<'_>) -> napi::Result<String, Code> {
 pub struct TensorJson(Values);
 
 impl Task for TensorJson {
-    type Output = String;
-    type JsValue = String;
+    type Output = Vec<u8>;
+    type JsValue = Buffer;
 
-    fn compute(&mut self) -> napi::Result<String> {
-        Ok(self.0.json())
+    fn compute(&mut self) -> napi::Result<Vec<u8>> {
+        Ok(self.0.json().into_bytes())
     }
 
-    fn resolve(&mut self, _env: Env, output: String) -> napi::Result<String> {
-        Ok(output)
+    fn resolve(&mut self, _env: Env, output: Vec<u8>) -> napi::Result<Buffer> {
+        Ok(output.into())
     }
 }
 
-/// As `tensorJson`, on a libuv pool thread: the values are copied now, the text made there.
+/// As `tensorJson`, on a libuv pool thread: the values are copied now, the text made there and
+/// given as its UTF-8 bytes, which a response writes as they are (a string of megabytes would
+/// be made on the event loop, and encoded again there to be sent).
 #[napi(js_name = "tensorJsonAsync")]
 pub fn tensor_json_async(values: TypedArray<'_>) -> napi::Result<AsyncTask<TensorJson>, Code> {
     let owned = with_values(&values, |e| match e {
