@@ -40,8 +40,10 @@ function parseInfer(sig, body, headerLength) {
   const long = outcome(() => protocol.parseInfer(sig, padded, headerLength + PAD.length));
   if (plain.error) {
     expect(long.error).toBeInstanceOf(plain.error.constructor);
-    // JSON that ends too soon ends, padded, after the whitespace: its position moves by that much.
-    const message = long.error.message.replace(/position (\d+)/, (_, p) => `position ${Number(p) >= headerLength + PAD.length ? Number(p) - PAD.length : p}`);
+    // Text that is not JSON is refused as not JSON both ways; V8's message quotes the text
+    // around the fault, which the padding changes.
+    const notJson = 'the request header is not JSON: ';
+    const message = plain.error.message.startsWith(notJson) && long.error.message.startsWith(notJson) ? plain.error.message : long.error.message;
     expect([long.error.status, message]).toEqual([plain.error.status, plain.error.message]);
     throw plain.error;
   }
@@ -423,8 +425,11 @@ test('mutated requests: the native reader and JSON.parse agree on every one, acc
   // A fixed seed: the same 3,000 texts each run.
   let seed = 27;
   const random = (n) => {
-    seed = (seed * 1103515245 + 12345) % 2 ** 31;
-    return seed % n;
+    // mulberry32: an LCG's low bits repeat with a short period, which random(2) would show.
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) % n;
   };
   const pieces = ['[', ']', '{', '}', ',', ':', '"', '\\', '-', '0', '1', '9', '.', 'e', 'E', '+', ' ', 'NaN', 'Infinity', '-Infinity', 'true', 'null', '"data"', '"inputs"', '1e400', '[1,2]'];
   const base = JSON.stringify({ id: 'm', inputs: [t('x', 'FP32', [2, 3], [1, 2.5, -3, 0.1, 1e-3, 6]), t('h', 'FP16', [4], [0.1, 2, 3, 4]), t('q', 'INT8', [5], [-128, 127, 0, 1, -1]), t('m', 'BOOL', [5], [1, 0, 1, 0, 1])] });

@@ -79,12 +79,26 @@ function fromContents(input, contents) {
 
 const snake = (camel) => camel.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`).replace(/fp_32/, 'fp32').replace(/int_64/, 'int64');
 
+/** Misaligned raw inputs of up to this many elements are copied element by element. */
+const SMALL_COPY = 64;
+
 /** One input's values from its raw bytes (little-endian, row-major), read in place when aligned. */
 function fromRaw(input, bytes) {
   const Array_ = ARRAY[input.datatype];
   const need = input.count * Array_.BYTES_PER_ELEMENT;
   if (bytes.byteLength !== need) throw bad(`input "${input.name}": raw_input_contents has ${bytes.byteLength} bytes, ${input.datatype} of shape ${shapeText(input.shape)} takes ${need}`);
   if (bytes.byteOffset % Array_.BYTES_PER_ELEMENT === 0) return new Array_(bytes.buffer, bytes.byteOffset, input.count);
+  // Misaligned and small: read as integers (bits kept, NaN payloads too), quicker than a buffer slice.
+  if (input.count <= SMALL_COPY && Buffer.isBuffer(bytes)) {
+    if (Array_ === Uint16Array) {
+      const out = new Uint16Array(input.count);
+      for (let k = 0; k < out.length; k++) out[k] = bytes.readUInt16LE(2 * k);
+      return out;
+    }
+    const bits = new Uint32Array(input.count);
+    for (let k = 0; k < bits.length; k++) bits[k] = bytes.readUInt32LE(4 * k);
+    return new Float32Array(bits.buffer);
+  }
   return new Array_(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + need));
 }
 
@@ -138,53 +152,81 @@ function implementation(ctx, extensions, version) {
   };
   const ready = () => !state.draining && [...repository.models.values()].every((m) => m.unloaded || m.versions.size > 0);
 
-  async function modelInfer(call, callback) {
-    const started = process.hrtime.bigint();
+  // Synchronous while the run is done inline (tiny models): no promise or microtask per call.
+  function modelInfer(call, callback) {
+    const started = performance.now();
     state.active++;
-    let v;
-    let name = '';
-    let outcome = 'success';
-    try {
-      if (state.closed) throw new RequestError(503, 'the server is shut down');
-      const msg = call.request;
-      name = msg.modelName;
-      v = resolveVersion(name, msg.modelVersion === undefined || msg.modelVersion === '' ? undefined : msg.modelVersion);
-      const request = parseGrpcInfer(v.signature, msg);
-      let tensors = v.pool[kRunNow](request.inputs);
-      if (tensors === undefined) {
-        const controller = new AbortController();
-        const onCancel = () => controller.abort(Object.assign(new Error('the call was cancelled'), { name: 'AbortError' }));
-        call.once('cancelled', onCancel);
-        const timeoutMs = v.config.timeoutMs;
-        let timer = null;
-        const run = v.pool.run(request.inputs, { signal: controller.signal });
-        const limited = timeoutMs > 0
-          ? Promise.race([run, new Promise((_, reject) => {
-              timer = setTimeout(() => {
-                const err = new RequestError(504, `model "${name}" did not answer within ${timeoutMs} ms`);
-                controller.abort(err);
-                reject(err);
-              }, timeoutMs);
-            })])
-          : run;
-        try {
-          tensors = await limited;
-        } finally {
-          if (timer !== null) clearTimeout(timer);
-          call.off('cancelled', onCancel);
-        }
-      }
-      const outputs = request.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape, data: tensors[o.index].data }));
-      callback(null, { modelName: v.model.name, modelVersion: v.version, id: msg.id, outputs });
-    } catch (err) {
-      const s = statusOf(err, name, v);
-      outcome = s.outcome;
-      callback(s.error);
-    } finally {
+    const done = (name, v, outcome) => {
       const label = v !== undefined || repository.models.has(name) ? name : '_unknown';
-      metrics.count(label, v === undefined ? '' : v.version, outcome, Number(process.hrtime.bigint() - started) / 1e9, 'grpc');
+      metrics.count(label, v === undefined ? '' : v.version, outcome, (performance.now() - started) / 1000, 'grpc');
       state.active--;
       if (state.active === 0 && state.idle) state.idle();
+    };
+    const fail = (err, name, v) => {
+      const s = statusOf(err, name, v);
+      callback(s.error);
+      done(name, v, s.outcome);
+    };
+    let v;
+    let name = '';
+    let request;
+    const msg = call.request;
+    try {
+      if (state.closed) throw new RequestError(503, 'the server is shut down');
+      name = msg.modelName;
+      v = resolveVersion(name, msg.modelVersion === undefined || msg.modelVersion === '' ? undefined : msg.modelVersion);
+      request = parseGrpcInfer(v.signature, msg);
+      const tensors = v.pool[kRunNow](request.inputs);
+      if (tensors !== undefined) {
+        answer(callback, v, msg, request, tensors);
+        done(name, v, 'success');
+        return;
+      }
+    } catch (err) {
+      fail(err, name, v);
+      return;
+    }
+    offloaded(call, v, name, request).then(
+      (tensors) => {
+        try {
+          answer(callback, v, msg, request, tensors);
+        } catch (err) {
+          fail(err, name, v);
+          return;
+        }
+        done(name, v, 'success');
+      },
+      (err) => fail(err, name, v),
+    );
+  }
+
+  function answer(callback, v, msg, request, tensors) {
+    const outputs = request.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape, data: tensors[o.index].data }));
+    callback(null, { modelName: v.model.name, modelVersion: v.version, id: msg.id, outputs });
+  }
+
+  /** A run on the pool's instances, cancelled with the call and limited by the model's timeoutMs. */
+  async function offloaded(call, v, name, request) {
+    const controller = new AbortController();
+    const onCancel = () => controller.abort(Object.assign(new Error('the call was cancelled'), { name: 'AbortError' }));
+    call.once('cancelled', onCancel);
+    const timeoutMs = v.config.timeoutMs;
+    let timer = null;
+    const run = v.pool.run(request.inputs, { signal: controller.signal });
+    const limited = timeoutMs > 0
+      ? Promise.race([run, new Promise((_, reject) => {
+          timer = setTimeout(() => {
+            const err = new RequestError(504, `model "${name}" did not answer within ${timeoutMs} ms`);
+            controller.abort(err);
+            reject(err);
+          }, timeoutMs);
+        })])
+      : run;
+    try {
+      return await limited;
+    } finally {
+      if (timer !== null) clearTimeout(timer);
+      call.off('cancelled', onCancel);
     }
   }
 
@@ -259,7 +301,8 @@ const DEFINITION = {
  */
 function listenGrpc(handler, port, host, { extensions, version }) {
   const grpc = loadGrpc();
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': handler.context.maxBody, 'grpc.max_send_message_length': -1 });
+  // No channelz: this server offers no channelz service, so its per-call tracking would be work for nothing.
+  const server = new grpc.Server({ 'grpc.max_receive_message_length': handler.context.maxBody, 'grpc.max_send_message_length': -1, 'grpc.enable_channelz': 0 });
   server.addService(DEFINITION, implementation(handler.context, extensions, version));
   return new Promise((resolve, reject) => {
     server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => {

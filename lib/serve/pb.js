@@ -25,56 +25,76 @@ class DecodeError extends Error {}
 function schema(fields) {
   const byNumber = new Map();
   for (const [number, name, type, opts = {}] of fields) byNumber.set(number, { number, name, type, ...opts });
+  // The fields a decoded message starts with as empty lists.
+  byNumber.lists = [...byNumber.values()].filter((f) => f.repeated || f.type === 'map').map((f) => f.name);
   return byNumber;
 }
 
-function readVarint(buf, state) {
-  let lo = 0;
-  let shift = 0;
+/**
+ * A varint of `buf` at `state.pos`, which must end before `end`, as an unsigned number (past
+ * 2^53 it loses precision, which no unsigned field of this protocol carries). Its low and
+ * high 32 bits are left in `state.lo` and `state.hi` for `signed`.
+ */
+function readVarint(buf, state, end) {
   let pos = state.pos;
-  // Up to 10 bytes; values past 2^53 lose precision, which no field of this protocol carries.
-  let result = 0;
+  if (pos >= end) throw new DecodeError('truncated varint');
+  const first = buf[pos];
+  if (first < 0x80) {
+    state.pos = pos + 1;
+    state.lo = first;
+    state.hi = 0;
+    return first;
+  }
+  let lo = 0;
+  let hi = 0;
   for (let i = 0; i < 10; i++) {
-    if (pos >= buf.length) throw new DecodeError('truncated varint');
+    if (pos >= end) throw new DecodeError('truncated varint');
     const b = buf[pos++];
-    if (shift < 28) lo |= (b & 0x7f) << shift;
-    else result += (b & 0x7f) * 2 ** shift;
-    shift += 7;
+    if (i < 4) lo |= (b & 0x7f) << (7 * i);
+    else if (i === 4) {
+      lo |= (b & 0x0f) << 28;
+      hi |= (b & 0x7f) >> 4;
+    } else hi |= (b & 0x7f) << (7 * i - 32);
     if ((b & 0x80) === 0) {
       state.pos = pos;
-      return result + (lo >>> 0);
+      state.lo = lo >>> 0;
+      state.hi = hi >>> 0;
+      return state.hi * 2 ** 32 + state.lo;
     }
   }
   throw new DecodeError('varint too long');
 }
 
-/** A varint read as a signed 64-bit value (int32/int64 negatives are ten-byte two's complement). */
-function signed(v) {
-  return v >= 2 ** 63 ? v - 2 ** 64 : v;
+/** The varint just read as a signed 64-bit value (negatives are ten-byte two's complement), exact to 2^53. */
+function signed(state) {
+  if (state.hi < 2 ** 31) return state.hi * 2 ** 32 + state.lo;
+  const lo = (~state.lo + 1) >>> 0;
+  const hi = (~state.hi + (lo === 0 ? 1 : 0)) >>> 0;
+  return -(hi * 2 ** 32 + lo);
 }
 
-function scalar(type, buf, state, view) {
+const viewOf = (buf, state) => state.view || (state.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength));
+
+function scalar(type, buf, state, end) {
   switch (type) {
     case 'bool':
-      return readVarint(buf, state) !== 0;
-    case 'int32': {
-      const v = readVarint(buf, state);
-      return v >= 2 ** 31 ? signed(v) : v;
-    }
+      return readVarint(buf, state, end) !== 0;
+    case 'int32':
     case 'int64':
-      return signed(readVarint(buf, state));
+      readVarint(buf, state, end);
+      return signed(state);
     case 'uint32':
     case 'uint64':
-      return readVarint(buf, state);
+      return readVarint(buf, state, end);
     case 'float': {
-      if (state.pos + 4 > buf.length) throw new DecodeError('truncated float');
-      const v = view.getFloat32(state.pos, true);
+      if (state.pos + 4 > end) throw new DecodeError('truncated float');
+      const v = viewOf(buf, state).getFloat32(state.pos, true);
       state.pos += 4;
       return v;
     }
     case 'double': {
-      if (state.pos + 8 > buf.length) throw new DecodeError('truncated double');
-      const v = view.getFloat64(state.pos, true);
+      if (state.pos + 8 > end) throw new DecodeError('truncated double');
+      const v = viewOf(buf, state).getFloat64(state.pos, true);
       state.pos += 8;
       return v;
     }
@@ -83,54 +103,57 @@ function scalar(type, buf, state, view) {
   }
 }
 
-function skip(wire, buf, state) {
-  if (wire === WIRE.varint) readVarint(buf, state);
+function skip(wire, buf, state, end) {
+  if (wire === WIRE.varint) readVarint(buf, state, end);
   else if (wire === WIRE.i64) state.pos += 8;
   else if (wire === WIRE.i32) state.pos += 4;
-  else if (wire === WIRE.len) state.pos += readVarint(buf, state);
+  else if (wire === WIRE.len) state.pos += readVarint(buf, state, end);
   else throw new DecodeError(`wire type ${wire} is not supported`);
-  if (state.pos > buf.length) throw new DecodeError('truncated field');
+  if (state.pos > end) throw new DecodeError('truncated field');
 }
+
+const toString = Buffer.prototype.toString;
+/** UTF-8 text of `buf[from, to)`, without a Buffer object made for it where `buf` is one. */
+const utf8 = (buf, from, to) => (Buffer.isBuffer(buf) ? toString.call(buf, 'utf8', from, to) : Buffer.from(buf.buffer, buf.byteOffset + from, to - from).toString('utf8'));
 
 /** Decodes `buf[start, end)` as a message of `fields`; bytes fields are views of `buf`. */
 function decode(fields, buf, start = 0, end = buf.length) {
+  return decodeAt(fields, buf, { pos: start, lo: 0, hi: 0, view: null }, end);
+}
+
+function decodeAt(fields, buf, state, end) {
   const msg = {};
-  for (const f of fields.values()) if (f.repeated || f.type === 'map') msg[f.name] = [];
-  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-  const sub = buf.subarray(0, end);
-  const state = { pos: start };
+  for (const name of fields.lists) msg[name] = [];
   while (state.pos < end) {
-    const tag = readVarint(sub, state);
+    const tag = readVarint(buf, state, end);
     const number = Math.floor(tag / 8);
     const wire = tag & 7;
     const f = fields.get(number);
     if (f === undefined) {
-      skip(wire, sub, state);
+      skip(wire, buf, state, end);
       continue;
     }
     if (wire === WIRE.len && (f.type === 'string' || f.type === 'bytes' || f.type === 'message' || f.type === 'map')) {
-      const len = readVarint(sub, state);
+      const len = readVarint(buf, state, end);
       const from = state.pos;
       const to = from + len;
       if (to > end) throw new DecodeError(`field ${f.name} runs past its message`);
-      state.pos = to;
       let value;
-      if (f.type === 'string') value = Buffer.from(buf.buffer, buf.byteOffset + from, len).toString('utf8');
+      if (f.type === 'string') value = utf8(buf, from, to);
       else if (f.type === 'bytes') value = buf.subarray(from, to);
-      else value = decode(f.schema, buf, from, to);
-      if (f.type === 'map') msg[f.name].push(value);
-      else if (f.repeated) msg[f.name].push(value);
+      else value = decodeAt(f.schema, buf, state, to);
+      state.pos = to;
+      if (f.repeated || f.type === 'map') msg[f.name].push(value);
       else msg[f.name] = value;
     } else if (wire === WIRE.len && f.repeated) {
       // Packed scalars.
-      const len = readVarint(sub, state);
+      const len = readVarint(buf, state, end);
       const to = state.pos + len;
       if (to > end) throw new DecodeError(`field ${f.name} runs past its message`);
       const list = msg[f.name];
-      const packed = buf.subarray(0, to);
-      while (state.pos < to) list.push(scalar(f.type, packed, state, view));
+      while (state.pos < to) list.push(scalar(f.type, buf, state, to));
     } else if (wire === TYPES[f.type]) {
-      const v = scalar(f.type, sub, state, view);
+      const v = scalar(f.type, buf, state, end);
       if (f.repeated) msg[f.name].push(v);
       else msg[f.name] = v;
     } else {
@@ -140,28 +163,50 @@ function decode(fields, buf, start = 0, end = buf.length) {
   return msg;
 }
 
-/** A message being written: parts joined once at the end. */
+/** Byte strings longer than this are kept as parts of their own, not copied into the writer. */
+const COPY_BYTES = 1024;
+
+/**
+ * A message being written: fields go into one growing buffer, and long byte strings (tensor
+ * contents) are kept as parts between its pieces, joined once by `finish()`.
+ */
 class Writer {
   constructor() {
+    this.buf = Buffer.allocUnsafe(256);
+    this.pos = 0;
+    this.start = 0;
     this.parts = [];
     this.length = 0;
   }
 
+  room(n) {
+    if (this.pos + n <= this.buf.length) return;
+    const grown = Buffer.allocUnsafe(Math.max(2 * this.buf.length, this.pos - this.start + n));
+    this.buf.copy(grown, 0, this.start, this.pos);
+    this.pos -= this.start;
+    this.start = 0;
+    this.buf = grown;
+  }
+
   raw(bytes) {
+    const n = bytes.length;
+    this.length += n;
+    if (n <= COPY_BYTES) {
+      this.room(n);
+      this.buf.set(bytes, this.pos);
+      this.pos += n;
+      return;
+    }
+    if (this.pos > this.start) this.parts.push(this.buf.subarray(this.start, this.pos));
+    this.start = this.pos;
     this.parts.push(bytes);
-    this.length += bytes.length;
   }
 
   varint(v) {
-    const bytes = [];
-    let n = v;
-    if (n < 0) n += 2 ** 64;
-    while (n >= 0x80) {
-      bytes.push((n % 128) | 0x80);
-      n = Math.floor(n / 128);
-    }
-    bytes.push(n);
-    this.raw(Uint8Array.from(bytes));
+    this.room(10);
+    const start = this.pos;
+    this.pos = putVarint(this.buf, this.pos, v);
+    this.length += this.pos - start;
   }
 
   tag(number, wire) {
@@ -170,10 +215,13 @@ class Writer {
 
   string(number, s) {
     if (s === undefined || s === '') return;
-    const b = Buffer.from(s, 'utf8');
+    const n = Buffer.byteLength(s);
     this.tag(number, WIRE.len);
-    this.varint(b.length);
-    this.raw(b);
+    this.varint(n);
+    this.room(n);
+    this.buf.write(s, this.pos);
+    this.pos += n;
+    this.length += n;
   }
 
   bytes(number, b) {
@@ -192,19 +240,24 @@ class Writer {
     if (list.length === 0) return;
     const inner = new Writer();
     for (const v of list) inner.varint(v);
-    this.tag(number, WIRE.len);
-    this.varint(inner.length);
-    for (const p of inner.parts) this.raw(p);
+    this.message(number, inner);
   }
 
   message(number, inner) {
     this.tag(number, WIRE.len);
     this.varint(inner.length);
-    for (const p of inner.parts) this.raw(p);
+    for (const p of inner.pieces()) this.raw(p);
+  }
+
+  /** The bytes written, in order. */
+  pieces() {
+    return this.pos > this.start ? [...this.parts, this.buf.subarray(this.start, this.pos)] : this.parts;
   }
 
   finish() {
-    return Buffer.concat(this.parts, this.length);
+    const pieces = this.pieces();
+    if (pieces.length === 1) return pieces[0];
+    return Buffer.concat(pieces, this.length);
   }
 }
 
@@ -265,6 +318,52 @@ const RepositoryModelRequest = schema([
   [2, 'modelName', 'string'],
 ]);
 
+/** Bytes of `n` (a non-negative integer) as a varint. */
+function varintSize(n) {
+  let size = 1;
+  for (let v = n; v >= 0x80; v = Math.floor(v / 128)) size++;
+  return size;
+}
+
+/** Bytes of a string field numbered below 16 (a one-byte tag); an empty one is not written. */
+const stringSize = (s) => {
+  if (s === undefined || s === '') return 0;
+  const n = Buffer.byteLength(s);
+  return 1 + varintSize(n) + n;
+};
+
+/** `n` as a varint at `pos`; a negative one as its ten-byte two's complement. Returns the end. */
+function putVarint(buf, pos, n) {
+  if (n < 0) {
+    // Seven bits at a time from the 64-bit two's complement, as low and high 32-bit words.
+    const mag = -n;
+    let lo = (~(mag % 2 ** 32) + 1) >>> 0;
+    let hi = (~Math.floor(mag / 2 ** 32) + (lo === 0 ? 1 : 0)) >>> 0;
+    for (let i = 0; i < 9; i++) {
+      buf[pos++] = (lo & 0x7f) | 0x80;
+      lo = ((lo >>> 7) | (hi << 25)) >>> 0;
+      hi >>>= 7;
+    }
+    buf[pos++] = lo & 0x01;
+    return pos;
+  }
+  let v = n;
+  while (v >= 0x80) {
+    buf[pos++] = (v % 128) | 0x80;
+    v = Math.floor(v / 128);
+  }
+  buf[pos++] = v;
+  return pos;
+}
+
+function putString(buf, pos, number, s) {
+  if (s === undefined || s === '') return pos;
+  buf[pos++] = (number << 3) | WIRE.len;
+  const n = Buffer.byteLength(s);
+  pos = putVarint(buf, pos, n);
+  return pos + buf.write(s, pos);
+}
+
 function boolResponse(field) {
   return (msg) => {
     const w = new Writer();
@@ -315,19 +414,41 @@ const encoders = {
   },
   /** `{ modelName, modelVersion, id, outputs: [{ name, datatype, shape, data }] }`, tensors as raw contents. */
   inferResponse(msg) {
-    const w = new Writer();
-    w.string(1, msg.modelName);
-    w.string(2, msg.modelVersion);
-    w.string(3, msg.id);
-    for (const o of msg.outputs) {
-      const inner = new Writer();
-      inner.string(1, o.name);
-      inner.string(2, o.datatype);
-      inner.packedInt64(3, o.shape);
-      w.message(5, inner);
+    // Sized first, then written into one buffer: this runs once per call.
+    const { outputs } = msg;
+    const metas = outputs.map((o) => {
+      let shape = 0;
+      for (const d of o.shape) shape += varintSize(d);
+      const size = stringSize(o.name) + stringSize(o.datatype) + (shape > 0 ? 1 + varintSize(shape) + shape : 0);
+      return { shape, size };
+    });
+    let head = stringSize(msg.modelName) + stringSize(msg.modelVersion) + stringSize(msg.id);
+    for (const m of metas) head += 1 + varintSize(m.size) + m.size;
+    let rawBytes = 0;
+    for (const o of outputs) rawBytes += 1 + varintSize(o.data.byteLength) + o.data.byteLength;
+    const out = Buffer.allocUnsafe(head + rawBytes);
+    let pos = putString(out, 0, 1, msg.modelName);
+    pos = putString(out, pos, 2, msg.modelVersion);
+    pos = putString(out, pos, 3, msg.id);
+    for (let i = 0; i < outputs.length; i++) {
+      const o = outputs[i];
+      out[pos++] = (5 << 3) | WIRE.len;
+      pos = putVarint(out, pos, metas[i].size);
+      pos = putString(out, pos, 1, o.name);
+      pos = putString(out, pos, 2, o.datatype);
+      if (metas[i].shape > 0) {
+        out[pos++] = (3 << 3) | WIRE.len;
+        pos = putVarint(out, pos, metas[i].shape);
+        for (const d of o.shape) pos = putVarint(out, pos, d);
+      }
     }
-    for (const o of msg.outputs) w.bytes(6, o.data);
-    return w.finish();
+    for (const o of outputs) {
+      out[pos++] = (6 << 3) | WIRE.len;
+      pos = putVarint(out, pos, o.data.byteLength);
+      out.set(new Uint8Array(o.data.buffer, o.data.byteOffset, o.data.byteLength), pos);
+      pos += o.data.byteLength;
+    }
+    return out;
   },
 };
 

@@ -1,0 +1,164 @@
+'use strict';
+
+// lib/serve/pb.js, the server's protobuf codec, against protobufjs reading the same
+// inference.proto: messages protobufjs writes decode to the same values, the messages the
+// server writes read back the same in protobufjs, and a cut message is refused, never misread.
+
+const path = require('node:path');
+const protobuf = require('protobufjs');
+const { decode, encoders, messages, DecodeError } = require('../lib/serve/pb');
+
+const root = protobuf.loadSync(path.join(__dirname, '..', 'lib', 'serve', 'inference.proto'));
+const Request = root.lookupType('inference.ModelInferRequest');
+const Response = root.lookupType('inference.ModelInferResponse');
+const MetadataResponse = root.lookupType('inference.ModelMetadataResponse');
+const IndexResponse = root.lookupType('inference.RepositoryIndexResponse');
+const toObject = (type, bytes) => type.toObject(type.decode(bytes), { longs: Number, bytes: Buffer, defaults: true, arrays: true, objects: true });
+
+// A fixed seed: the same messages each run.
+let seed = 2027;
+const random = (n) => {
+  // mulberry32: an LCG's low bits repeat with a short period, which random(2) would show.
+  seed = (seed + 0x6d2b79f5) | 0;
+  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+  return ((t ^ (t >>> 14)) >>> 0) % n;
+};
+const pick = (list) => list[random(list.length)];
+const text = () => pick(['', 'a', 'input_0', 'ünïcødé ✓', 'x'.repeat(200)]);
+const bytesOf = (n) => Buffer.from(Array.from({ length: n }, () => random(256)));
+const param = () => pick([{ boolParam: true }, { int64Param: -(2 ** 40) }, { int64Param: 7 }, { stringParam: text() }, { doubleParam: -1.5e300 }, { uint64Param: 2 ** 52 }]);
+const params = () => Object.fromEntries(Array.from({ length: random(3) }, (_, k) => [`p${k}`, param()]));
+
+function randomRequest() {
+  const inputs = Array.from({ length: random(4) }, () => ({
+    name: text(),
+    datatype: pick(['FP32', 'FP16', 'INT8', 'BOOL']),
+    shape: Array.from({ length: random(4) }, () => pick([0, 1, 3, 127, 128, 300, 2 ** 33, -1, -(2 ** 40)])),
+    parameters: params(),
+    ...(random(2) === 0
+      ? {
+          contents: {
+            boolContents: Array.from({ length: random(3) }, () => random(2) === 1),
+            intContents: Array.from({ length: random(4) }, () => pick([0, -1, 127, -128, 2 ** 31 - 1, -(2 ** 31)])),
+            int64Contents: Array.from({ length: random(3) }, () => pick([0, -5, 2 ** 50])),
+            uintContents: Array.from({ length: random(3) }, () => pick([0, 255, 2 ** 32 - 1])),
+            uint64Contents: Array.from({ length: random(2) }, () => pick([0, 2 ** 52])),
+            fp32Contents: Array.from({ length: random(5) }, () => Math.fround(pick([0, -0, 1.5, -3.25e-5, Infinity, 3.4e38]))),
+            fp64Contents: Array.from({ length: random(3) }, () => pick([0.1, -1e-300, 1e300])),
+            bytesContents: Array.from({ length: random(2) }, () => bytesOf(random(20))),
+          },
+        }
+      : {}),
+  }));
+  return {
+    modelName: text(),
+    modelVersion: pick(['', '1', '42']),
+    id: text(),
+    parameters: params(),
+    inputs,
+    outputs: Array.from({ length: random(3) }, () => ({ name: text(), parameters: params() })),
+    rawInputContents: Array.from({ length: random(3) }, () => bytesOf(pick([0, 3, 16, 1025, 5000]))),
+  };
+}
+
+/** What pb.decode gives, in protobufjs's shape: maps as objects, absent messages as null. */
+function normalized(msg) {
+  const map = (entries) => Object.fromEntries(entries.map((e) => [e.key, { ...e.value }]));
+  return {
+    modelName: msg.modelName ?? '',
+    modelVersion: msg.modelVersion ?? '',
+    id: msg.id ?? '',
+    parameters: map(msg.parameters),
+    inputs: msg.inputs.map((t) => ({
+      name: t.name ?? '',
+      datatype: t.datatype ?? '',
+      shape: t.shape,
+      parameters: map(t.parameters),
+      contents: t.contents === undefined ? null : { ...t.contents, bytesContents: t.contents.bytesContents.map((b) => Buffer.from(b)) },
+    })),
+    outputs: msg.outputs.map((o) => ({ name: o.name ?? '', parameters: map(o.parameters) })),
+    rawInputContents: msg.rawInputContents.map((b) => Buffer.from(b)),
+  };
+}
+
+/** protobufjs's reading of a request, with parameters' oneof reduced to the field set. */
+function expected(bytes) {
+  const o = toObject(Request, bytes);
+  const map = (m) => Object.fromEntries(Object.entries(m).map(([k, v]) => [k, { ...v }]));
+  return {
+    ...o,
+    parameters: map(o.parameters),
+    inputs: o.inputs.map((t) => ({ ...t, parameters: map(t.parameters), contents: t.contents ?? null })),
+    outputs: o.outputs.map((r) => ({ ...r, parameters: map(r.parameters) })),
+  };
+}
+
+test('300 random ModelInferRequests written by protobufjs decode to the same values', () => {
+  for (let n = 0; n < 300; n++) {
+    const bytes = Buffer.from(Request.encode(Request.fromObject(randomRequest())).finish());
+    expect(normalized(decode(messages.ModelInferRequest, bytes))).toEqual(expected(bytes));
+  }
+});
+
+test('a message anywhere in a larger buffer decodes the same, and bytes fields are views of it', () => {
+  const bytes = Buffer.from(Request.encode(Request.fromObject({ modelName: 'm', rawInputContents: [bytesOf(16)] })).finish());
+  const slab = Buffer.alloc(bytes.length + 200, 0xff);
+  bytes.copy(slab, 101);
+  const msg = decode(messages.ModelInferRequest, slab.subarray(101, 101 + bytes.length));
+  expect(msg.modelName).toBe('m');
+  expect(msg.rawInputContents[0].buffer).toBe(slab.buffer);
+  expect(Buffer.from(msg.rawInputContents[0])).toEqual(Request.decode(bytes).rawInputContents[0]);
+});
+
+test('every cut of a message is refused with a DecodeError or decodes to a prefix of its fields, never read past the cut', () => {
+  for (let n = 0; n < 40; n++) {
+    const bytes = Buffer.from(Request.encode(Request.fromObject(randomRequest())).finish());
+    for (let cut = 0; cut < bytes.length; cut++) {
+      // The bytes after the cut are garbage that a reader going past it would see.
+      const slab = Buffer.concat([bytes.subarray(0, cut), Buffer.alloc(64, 0x0a)]);
+      let mine;
+      try {
+        mine = decode(messages.ModelInferRequest, slab.subarray(0, cut));
+      } catch (err) {
+        expect(err).toBeInstanceOf(DecodeError);
+        continue;
+      }
+      // Accepted: it ended on a field boundary, and protobufjs reads the same prefix the same.
+      expect(normalized(mine)).toEqual(expected(bytes.subarray(0, cut)));
+    }
+  }
+});
+
+test('inferResponse: protobufjs reads back the ids, metadata and raw contents, small and past the copy limit', () => {
+  for (let n = 0; n < 100; n++) {
+    const outputs = Array.from({ length: random(4) }, () => {
+      const data = pick([Float32Array, Uint16Array, Int8Array, Uint8Array]);
+      const length = pick([0, 1, 4, 300, 2000]);
+      const values = new data(length).map(() => random(100));
+      // Some outputs are views into a larger buffer.
+      const view = random(2) === 0 ? values : new data(new data([0, ...values]).buffer, data.BYTES_PER_ELEMENT, length);
+      return { name: text(), datatype: pick(['FP32', 'FP16']), shape: Array.from({ length: random(3) }, () => pick([1, 128, 2 ** 33])), data: view };
+    });
+    const msg = { modelName: text(), modelVersion: pick(['', '1']), id: pick([undefined, '', text()]), outputs };
+    const back = toObject(Response, encoders.inferResponse(msg));
+    expect(back.modelName).toBe(msg.modelName);
+    expect(back.modelVersion).toBe(msg.modelVersion);
+    expect(back.id).toBe(msg.id ?? '');
+    expect(back.outputs.map((o) => [o.name, o.datatype, o.shape])).toEqual(outputs.map((o) => [o.name, o.datatype, o.shape]));
+    expect(back.rawOutputContents).toEqual(outputs.map((o) => Buffer.from(o.data.buffer, o.data.byteOffset, o.data.byteLength)));
+  }
+});
+
+test('the Writer-built messages (metadata, repository index) read back in protobufjs', () => {
+  const meta = {
+    name: 'ünïcødé',
+    versions: ['1', '2'],
+    platform: 'zgc',
+    inputs: [{ name: 'a', datatype: 'FP32', shape: [2 ** 33, 3, -1, -(2 ** 50) - 3] }],
+    outputs: [{ name: 'o'.repeat(2000), datatype: 'INT8', shape: [] }],
+  };
+  expect(toObject(MetadataResponse, encoders.modelMetadata(meta))).toEqual(meta);
+  const index = { models: Array.from({ length: 50 }, (_, k) => ({ name: `m${k}`, version: String(k), state: 'READY', reason: k % 2 ? '' : 'x'.repeat(k * 40) })) };
+  expect(toObject(IndexResponse, encoders.repositoryIndex(index))).toEqual(index);
+});
