@@ -27,11 +27,17 @@ class ZgcModel(Model):
         for k, t in enumerate(outs):
             a = np.frombuffer(t.buffer, dtype=np.float32).reshape(t.shape)
             o = InferOutput(name=f"output_{k}", shape=list(a.shape), datatype="FP32")
-            # Binary out when the request came binary (over REST), as the clients ask for.
-            binary = any((i.parameters or {}).get("binary_data_size") is not None for i in payload.inputs)
-            o.set_data_from_numpy(a, binary_data=binary)
+            o.set_data_from_numpy(a, binary_data=payload.use_binary_outputs)
             outputs.append(o)
-        return InferResponse(response_id=payload.id or "", model_name=self.name, infer_outputs=outputs)
+        # As kserve.utils.get_predict_response builds it: outputs binary where the request
+        # asks for them (binary_data_output, or an output's binary_data; raw over gRPC).
+        return InferResponse(
+            response_id=payload.id or "",
+            model_name=self.name,
+            infer_outputs=outputs,
+            use_binary_outputs=payload.use_binary_outputs,
+            requested_outputs=payload.request_outputs,
+        )
 
 
 if __name__ == "__main__":
