@@ -438,6 +438,25 @@ mod tests {
     }
 
     #[test]
+    fn nesting_is_followed_to_max_depth_and_no_further() {
+        // The root is depth 0, "x"'s value depth 1: k brackets put the innermost at depth k.
+        let arrays = |k: usize| format!(r#"{{"inputs":[{{"data":[1]}}],"x":{}{}}}"#, "[".repeat(k), "]".repeat(k));
+        assert!(take(&arrays(MAX_DEPTH)).is_some());
+        assert_eq!(take(&arrays(MAX_DEPTH + 1)), None);
+        let objects = |k: usize| format!(r#"{{"inputs":[{{"data":[1]}}],"x":{}1{}}}"#, r#"{"a":"#.repeat(k - 1), "}".repeat(k - 1));
+        assert!(take(&objects(MAX_DEPTH)).is_some());
+        assert_eq!(take(&objects(MAX_DEPTH + 1)), None);
+        assert_eq!(take(&objects(100_000)), None);
+    }
+
+    #[test]
+    fn empty_arrays_and_objects_elsewhere_are_stepped_over() {
+        let (header, arrays) = take(r#"{"parameters":{},"outputs":[],"inputs":[{"shape":[],"parameters":{ },"data":[5]}],"x":[ ]}"#).unwrap();
+        assert_eq!(header, r#"{"parameters":{},"outputs":[],"inputs":[{"shape":[],"parameters":{ },"data":"@0"}],"x":[ ]}"#);
+        assert_eq!(arrays, vec![vec![5.0]]);
+    }
+
+    #[test]
     fn strings_with_escapes_and_brackets_are_skipped_whole() {
         let text = r#"{"id":"a\"],[{\\","inputs":[{"name":"]}\"{","data":[2]}]}"#;
         let (header, arrays) = take(text).unwrap();
