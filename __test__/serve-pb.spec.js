@@ -12,6 +12,9 @@ const root = protobuf.loadSync(path.join(__dirname, '..', 'lib', 'serve', 'infer
 const Request = root.lookupType('inference.ModelInferRequest');
 const Response = root.lookupType('inference.ModelInferResponse');
 const MetadataResponse = root.lookupType('inference.ModelMetadataResponse');
+const ServerMetadataResponse = root.lookupType('inference.ServerMetadataResponse');
+const LiveResponse = root.lookupType('inference.ServerLiveResponse');
+const ReadyResponse = root.lookupType('inference.ServerReadyResponse');
 const IndexResponse = root.lookupType('inference.RepositoryIndexResponse');
 const toObject = (type, bytes) => type.toObject(type.decode(bytes), { longs: Number, bytes: Buffer, defaults: true, arrays: true, objects: true });
 
@@ -119,7 +122,7 @@ test('every cut of a message is refused with a DecodeError or decodes to a prefi
       const slab = Buffer.concat([bytes.subarray(0, cut), Buffer.alloc(64, 0x0a)]);
       let mine;
       try {
-        mine = decode(messages.ModelInferRequest, slab.subarray(0, cut));
+        mine = decode(messages.ModelInferRequest, slab, 0, cut);
       } catch (err) {
         expect(err).toBeInstanceOf(DecodeError);
         continue;
@@ -148,6 +151,83 @@ test('inferResponse: protobufjs reads back the ids, metadata and raw contents, s
     expect(back.outputs.map((o) => [o.name, o.datatype, o.shape])).toEqual(outputs.map((o) => [o.name, o.datatype, o.shape]));
     expect(back.rawOutputContents).toEqual(outputs.map((o) => Buffer.from(o.data.buffer, o.data.byteOffset, o.data.byteLength)));
   }
+});
+
+test('fields the schema does not know are stepped over, of every wire type; groups and cut ones are refused', () => {
+  const known = Buffer.from(Request.encode(Request.fromObject({ modelName: 'm', id: 'x', rawInputContents: [bytesOf(8)] })).finish());
+  // Field 99 (two-byte tag) as a varint, 98 as fixed64, 97 as fixed32, 96 as bytes, 15 as a ten-byte varint.
+  const unknown = Buffer.concat([
+    Buffer.from([0x98, 0x06, 0xac, 0x02]),
+    Buffer.from([0x91, 0x06, 1, 2, 3, 4, 5, 6, 7, 8]),
+    Buffer.from([0x8d, 0x06, 1, 2, 3, 4]),
+    Buffer.from([0x82, 0x06, 3, 0x0a, 0x0a, 0x0a]),
+    Buffer.from([0x78, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]),
+  ]);
+  const mixed = Buffer.concat([unknown.subarray(0, 4), known, unknown.subarray(4)]);
+  expect(normalized(decode(messages.ModelInferRequest, mixed))).toEqual(expected(known));
+  // As a Uint8Array that is not a Buffer, strings read the same.
+  const plain = new Uint8Array(mixed.buffer.slice(mixed.byteOffset, mixed.byteOffset + mixed.length));
+  expect(normalized(decode(messages.ModelInferRequest, plain))).toEqual(expected(known));
+  const refusal = (bytes) => {
+    try {
+      decode(messages.ModelInferRequest, bytes);
+    } catch (err) {
+      expect(err).toBeInstanceOf(DecodeError);
+      return err.message;
+    }
+    return 'accepted';
+  };
+  expect(refusal(Buffer.from([0x9b, 0x06]))).toBe('wire type 3 is not supported');
+  expect(refusal(Buffer.from([0x9c, 0x06]))).toBe('wire type 4 is not supported');
+  expect(refusal(Buffer.from([0x91, 0x06, 1, 2, 3]))).toBe('truncated field');
+  expect(refusal(Buffer.from([0x8d, 0x06, 1, 2, 3]))).toBe('truncated field');
+  expect(refusal(Buffer.from([0x82, 0x06, 4, 1, 2, 3]))).toBe('truncated field');
+  // An eleven-byte varint, and a known field sent with the wrong wire type.
+  expect(refusal(Buffer.from([0x78, ...Array(10).fill(0xff), 0x01]))).toBe('varint too long');
+  expect(refusal(Buffer.from([0x08, 0x01]))).toBe('field modelName: wire type 0 does not match string');
+  expect(refusal(Buffer.from([0x0a, 0x05, 0x61]))).toBe('field modelName runs past its message');
+  expect(refusal(Buffer.from([0x2a, 0x03, 0x1a, 0x05, 0x01]))).toBe('field shape runs past its message');
+  expect(refusal(Buffer.from([0x2a, 0x02, 0x18, 0x80]))).toBe('truncated varint');
+});
+
+test('packed floats and doubles cut inside a value are refused, with the bytes after the cut present', () => {
+  const bytes = Buffer.from(Request.encode(Request.fromObject({ inputs: [{ contents: { fp32Contents: [1.5, 2.5], fp64Contents: [0.25] } }] })).finish());
+  expect(decode(messages.ModelInferRequest, bytes).inputs[0].contents).toMatchObject({ fp32Contents: [1.5, 2.5], fp64Contents: [0.25] });
+  // Shorten each packed field's length by one byte: its last value is then cut.
+  const fp32 = bytes.indexOf(Buffer.from([0x32, 0x08]));
+  const cut32 = Buffer.from(bytes);
+  cut32[fp32 + 1] = 7;
+  expect(() => decode(messages.ModelInferRequest, cut32)).toThrow(new DecodeError('truncated float'));
+  const fp64 = bytes.indexOf(Buffer.from([0x3a, 0x08]));
+  const cut64 = Buffer.from(bytes);
+  cut64[fp64 + 1] = 7;
+  expect(() => decode(messages.ModelInferRequest, cut64)).toThrow(new DecodeError('truncated double'));
+});
+
+test('int64 extremes: -2^63, -2^32 and other negatives whose low word is zero, both ways', () => {
+  const shape = [-(2 ** 63), -(2 ** 32), -(2 ** 33), -(2 ** 52), -1, 2 ** 53 - 1];
+  const bytes = Buffer.from(Request.encode(Request.fromObject({ inputs: [{ name: 'a', shape }] })).finish());
+  expect(decode(messages.ModelInferRequest, bytes).inputs[0].shape).toEqual(shape);
+  const meta = { name: 'm', versions: [], platform: '', inputs: [{ name: 'a', datatype: 'FP32', shape }], outputs: [] };
+  expect(toObject(MetadataResponse, encoders.modelMetadata(meta)).inputs[0].shape).toEqual(shape);
+  expect(encoders.modelMetadata(meta)).toEqual(Buffer.from(MetadataResponse.encode(MetadataResponse.fromObject(present(meta))).finish()));
+});
+
+/** `obj` without its default values: protobufjs writes every field it is given, proto3 leaves defaults out. */
+const present = (obj) => (Array.isArray(obj) ? obj.map(present) : obj !== null && typeof obj === 'object' && !Buffer.isBuffer(obj) ? Object.fromEntries(Object.entries(obj).filter(([, v]) => v !== '' && v !== false).map(([k, v]) => [k, present(v)])) : obj);
+
+test('the Writer-built messages are byte for byte what protobufjs writes, defaults left out', () => {
+  for (const meta of [{ name: '', version: '1', extensions: [] }, { name: 'zgc-runtime', version: '', extensions: ['model_repository', 'ünï'] }]) {
+    expect(encoders.serverMetadata(meta)).toEqual(Buffer.from(ServerMetadataResponse.encode(ServerMetadataResponse.fromObject(present(meta))).finish()));
+  }
+  for (const v of [true, false]) {
+    expect(encoders.live({ live: v })).toEqual(Buffer.from(LiveResponse.encode(present({ live: v })).finish()));
+    expect(encoders.ready({ ready: v })).toEqual(Buffer.from(ReadyResponse.encode(present({ ready: v })).finish()));
+  }
+  expect(encoders.empty()).toHaveLength(0);
+  // Large pieces (over the copy limit) between many small fields, and growth after them.
+  const index = { models: [{ name: 'big', version: '1', state: 'READY', reason: 'r'.repeat(3000) }, ...Array.from({ length: 200 }, (_, k) => ({ name: `m${k}`, version: '', state: k % 3 ? 'READY' : '', reason: k % 50 ? '' : 'y'.repeat(1500) }))] };
+  expect(encoders.repositoryIndex(index)).toEqual(Buffer.from(IndexResponse.encode(IndexResponse.fromObject(present(index))).finish()));
 });
 
 test('the Writer-built messages (metadata, repository index) read back in protobufjs', () => {

@@ -36,13 +36,16 @@ if (process.argv.includes('--js')) {
   // would otherwise run the whole suite for each mutant), and static mutants are skipped.
   const at = process.argv.indexOf('--specs');
   const specs = at > 0 ? process.argv[at + 1].split(',') : null;
-  const files = process.argv.slice(2).filter((a, i, all) => a !== '--js' && a !== '--specs' && all[i - 1] !== '--specs');
+  const files = process.argv.slice(2).filter((a, i, all) => a !== '--js' && a !== '--specs' && a !== '--every-test' && all[i - 1] !== '--specs');
   const args = ['run', ...(files.length ? ['--mutate', files.join(',')] : [])];
   let narrowed = null;
   if (specs) {
     const config = JSON.parse(fs.readFileSync(path.join(root, 'stryker.config.json'), 'utf8'));
     config.jest.config.testMatch = specs.map((s) => `<rootDir>/${s}`);
     config.ignoreStatic = true;
+    // --every-test: each mutant runs every narrowed spec. Per-test coverage under Jest can
+    // credit a file's lines to one test only (serve-pb.spec's codec: the last test).
+    if (process.argv.includes('--every-test')) config.coverageAnalysis = 'all';
     narrowed = path.join(root, 'stryker.narrow.json');
     fs.writeFileSync(narrowed, JSON.stringify(config));
     args.splice(1, 0, narrowed);

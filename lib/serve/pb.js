@@ -39,6 +39,7 @@ function readVarint(buf, state, end) {
   let pos = state.pos;
   if (pos >= end) throw new DecodeError('truncated varint');
   const first = buf[pos];
+  // Stryker disable next-line ConditionalExpression,BlockStatement: a fast path; the loop reads a one-byte varint the same
   if (first < 0x80) {
     state.pos = pos + 1;
     state.lo = first;
@@ -54,7 +55,10 @@ function readVarint(buf, state, end) {
     else if (i === 4) {
       lo |= (b & 0x0f) << 28;
       hi |= (b & 0x7f) >> 4;
-    } else hi |= (b & 0x7f) << (7 * i - 32);
+    } else {
+      // Stryker disable next-line ArithmeticOperator: shift counts are taken mod 32, so 7 * i + 32 shifts the same
+      hi |= (b & 0x7f) << (7 * i - 32);
+    }
     if ((b & 0x80) === 0) {
       state.pos = pos;
       state.lo = lo >>> 0;
@@ -107,7 +111,11 @@ function skip(wire, buf, state, end) {
   if (wire === WIRE.varint) readVarint(buf, state, end);
   else if (wire === WIRE.i64) state.pos += 8;
   else if (wire === WIRE.i32) state.pos += 4;
-  else if (wire === WIRE.len) state.pos += readVarint(buf, state, end);
+  else if (wire === WIRE.len) {
+    // Read first: `state.pos += readVarint(...)` would add the length to where the length began.
+    const len = readVarint(buf, state, end);
+    state.pos += len;
+  }
   else throw new DecodeError(`wire type ${wire} is not supported`);
   if (state.pos > end) throw new DecodeError('truncated field');
 }
@@ -180,8 +188,11 @@ class Writer {
   }
 
   room(n) {
+    // Stryker disable next-line EqualityOperator: growing a buffer that would be exactly full writes the same bytes
     if (this.pos + n <= this.buf.length) return;
-    const grown = Buffer.allocUnsafe(Math.max(2 * this.buf.length, this.pos - this.start + n));
+    const need = this.pos - this.start + n;
+    // Stryker disable next-line ArithmeticOperator: any size from the need up writes the same bytes
+    const grown = Buffer.allocUnsafe(Math.max(2 * this.buf.length, need));
     this.buf.copy(grown, 0, this.start, this.pos);
     this.pos -= this.start;
     this.start = 0;
@@ -191,12 +202,14 @@ class Writer {
   raw(bytes) {
     const n = bytes.length;
     this.length += n;
+    // Stryker disable next-line ConditionalExpression,EqualityOperator,BlockStatement: copied or kept as a part, the same bytes are written
     if (n <= COPY_BYTES) {
       this.room(n);
       this.buf.set(bytes, this.pos);
       this.pos += n;
       return;
     }
+    // Stryker disable next-line ConditionalExpression,EqualityOperator: an empty piece adds no bytes
     if (this.pos > this.start) this.parts.push(this.buf.subarray(this.start, this.pos));
     this.start = this.pos;
     this.parts.push(bytes);
@@ -251,11 +264,13 @@ class Writer {
 
   /** The bytes written, in order. */
   pieces() {
+    // Stryker disable next-line ConditionalExpression,EqualityOperator: an empty piece adds no bytes
     return this.pos > this.start ? [...this.parts, this.buf.subarray(this.start, this.pos)] : this.parts;
   }
 
   finish() {
     const pieces = this.pieces();
+    // Stryker disable next-line ConditionalExpression: a concat of one piece is the same bytes
     if (pieces.length === 1) return pieces[0];
     return Buffer.concat(pieces, this.length);
   }
