@@ -45,7 +45,10 @@ if (process.argv.includes('--js')) {
     config.ignoreStatic = true;
     // --every-test: each mutant runs every narrowed spec. Per-test coverage under Jest can
     // credit a file's lines to one test only (serve-pb.spec's codec: the last test).
-    if (process.argv.includes('--every-test')) config.coverageAnalysis = 'all';
+    if (process.argv.includes('--every-test')) {
+      config.coverageAnalysis = 'all';
+      config.ignoreStatic = false; // Stryker takes it with per-test coverage only
+    }
     narrowed = path.join(root, 'stryker.narrow.json');
     fs.writeFileSync(narrowed, JSON.stringify(config));
     args.splice(1, 0, narrowed);
