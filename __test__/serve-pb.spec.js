@@ -190,6 +190,16 @@ test('fields the schema does not know are stepped over, of every wire type; grou
   expect(refusal(Buffer.from([0x2a, 0x02, 0x18, 0x80]))).toBe('truncated varint');
 });
 
+test('repeated scalars sent unpacked, one field each, are read as packed ones are', () => {
+  // inputs[0]: name "a", shape 2 and 3 as separate varint fields, and an fp32 content unpacked.
+  const input = Buffer.from([0x0a, 0x01, 0x61, 0x18, 0x02, 0x18, 0x03, 0x2a, 0x05, 0x35, 0x00, 0x00, 0xc0, 0x3f]);
+  const bytes = Buffer.concat([Buffer.from([0x2a, input.length]), input]);
+  const mine = decode(messages.ModelInferRequest, bytes).inputs[0];
+  expect(mine.shape).toEqual([2, 3]);
+  expect(mine.contents.fp32Contents).toEqual([1.5]);
+  expect(Request.decode(bytes).inputs[0].shape.map(Number)).toEqual([2, 3]);
+});
+
 test('packed floats and doubles cut inside a value are refused, with the bytes after the cut present', () => {
   const bytes = Buffer.from(Request.encode(Request.fromObject({ inputs: [{ contents: { fp32Contents: [1.5, 2.5], fp64Contents: [0.25] } }] })).finish());
   expect(decode(messages.ModelInferRequest, bytes).inputs[0].contents).toMatchObject({ fp32Contents: [1.5, 2.5], fp64Contents: [0.25] });

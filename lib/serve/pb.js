@@ -237,12 +237,6 @@ class Writer {
     this.length += n;
   }
 
-  bytes(number, b) {
-    this.tag(number, WIRE.len);
-    this.varint(b.byteLength);
-    this.raw(b instanceof Uint8Array ? b : new Uint8Array(b.buffer, b.byteOffset, b.byteLength));
-  }
-
   bool(number, v) {
     if (!v) return;
     this.tag(number, WIRE.varint);
