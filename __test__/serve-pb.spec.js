@@ -7,6 +7,7 @@
 const path = require('node:path');
 const protobuf = require('protobufjs');
 const { decode, encoders, messages, DecodeError } = require('../lib/serve/pb');
+const { rng } = require('./helpers');
 
 const root = protobuf.loadSync(path.join(__dirname, '..', 'lib', 'serve', 'inference.proto'));
 const Request = root.lookupType('inference.ModelInferRequest');
@@ -19,14 +20,8 @@ const IndexResponse = root.lookupType('inference.RepositoryIndexResponse');
 const toObject = (type, bytes) => type.toObject(type.decode(bytes), { longs: Number, bytes: Buffer, defaults: true, arrays: true, objects: true });
 
 // A fixed seed: the same messages each run.
-let seed = 2027;
-const random = (n) => {
-  // mulberry32: an LCG's low bits repeat with a short period, which random(2) would show.
-  seed = (seed + 0x6d2b79f5) | 0;
-  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-  return ((t ^ (t >>> 14)) >>> 0) % n;
-};
+const next = rng(2027);
+const random = (n) => Math.floor(next() * n);
 const pick = (list) => list[random(list.length)];
 const text = () => pick(['', 'a', 'input_0', 'ünïcødé ✓', 'x'.repeat(200)]);
 const bytesOf = (n) => Buffer.from(Array.from({ length: n }, () => random(256)));

@@ -322,9 +322,6 @@ function jsonData(datatype, data) {
   return data.length > ASYNC_JSON_ELEMENTS ? tensorJsonAsync(data) : tensorJson(data);
 }
 
-const COMMA = Buffer.from(',');
-const END = Buffer.from(']}');
-
 /**
  * The response to an infer: `{ head, chunks }`, the JSON header and the binary outputs that
  * follow it (none for an all-JSON response). `tensors` are the run's outputs by index. A
@@ -349,26 +346,19 @@ function formatInfer(modelName, version, id, wanted, tensors) {
   }
   const idPart = id === undefined ? '' : `"id":${JSON.stringify(id)},`;
   const start = `{"model_name":${JSON.stringify(modelName)},"model_version":${JSON.stringify(version)},${idPart}"outputs":[`;
-  const join = (texts) => {
-    let outputs = '';
-    // Each output is prefix + 4 parts (JSON) or 1 part (binary); commas go between outputs.
+  // Each output is prefix + 4 parts (JSON) or 1 part (binary); commas go between outputs.
+  const ordered = (texts) => {
+    const pieces = [start];
     for (let i = 0, k = 0; i < wanted.length; i++) {
-      if (i > 0) outputs += ',';
+      if (i > 0) pieces.push(',');
       const n = wanted[i].binary ? 1 : 4;
-      for (let j = 0; j < n; j++) outputs += texts[k++];
+      for (let j = 0; j < n; j++) pieces.push(texts[k++]);
     }
-    return { head: `${start}${outputs}]}`, chunks };
+    pieces.push(']}');
+    return pieces;
   };
-  const joinBytes = (texts) => {
-    const pieces = [Buffer.from(start)];
-    for (let i = 0, k = 0; i < wanted.length; i++) {
-      if (i > 0) pieces.push(COMMA);
-      const n = wanted[i].binary ? 1 : 4;
-      for (let j = 0; j < n; j++, k++) pieces.push(typeof texts[k] === 'string' ? Buffer.from(texts[k]) : texts[k]);
-    }
-    pieces.push(END);
-    return { head: Buffer.concat(pieces), chunks };
-  };
+  const join = (texts) => ({ head: ordered(texts).join(''), chunks });
+  const joinBytes = (texts) => ({ head: Buffer.concat(ordered(texts).map((p) => (typeof p === 'string' ? Buffer.from(p) : p))), chunks });
   return pending ? Promise.all(parts).then(joinBytes) : join(parts);
 }
 
