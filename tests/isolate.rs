@@ -58,7 +58,9 @@ fn a_run_crosses_the_region_and_comes_back() {
 fn runs_handed_over_together_run_in_order_each_in_its_frame() {
     let mut iso = faulty();
     assert!(iso.frames() > 2);
-    let seqs: Vec<u32> = (0..iso.frames()).map(|k| run(&mut iso, [k as f32; 4], 0.0)).collect();
+    // The first run sleeps 200 ms (mode 6), so no frame can be done when the next begin()
+    // comes: without it, a quick child could finish the first run and free its frame.
+    let seqs: Vec<u32> = (0..iso.frames()).map(|k| run(&mut iso, [k as f32; 4], if k == 0 { 6.0 } else { 0.0 })).collect();
     // Every frame holds a command not done: the next one is refused, not overwritten.
     assert_eq!(iso.begin(RUN, 0).unwrap_err(), Error::Busy);
     assert_eq!(wait(&iso, *seqs.last().unwrap(), None, None), Outcome::Done);
