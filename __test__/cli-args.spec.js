@@ -109,8 +109,41 @@ describe('serve', () => {
     expect([body('64MB'), body('64mib'), body('1.5g'), body('512 kb')]).toEqual([64 * 1024 ** 2, 64 * 1024 ** 2, 1.5 * 1024 ** 3, 512 * 1024]);
   });
 
+  test('every server limit and model control as a flag, in both spellings', () => {
+    expect(
+      parseServeArgs([
+        'm', '--max-inflight-bytes', '1g', '--headers-timeout-ms=2000', '--request-timeout-ms', '0', '--keep-alive-timeout-ms', '100',
+        '--max-connections', '50', '--parse-timeout-ms', '300', '--grpc-max-concurrent-streams=8', '--grpc-handshake-timeout-ms', '500',
+        '--grpc-idle-timeout-ms', '0', '--model-control', 'explicit', '--config', 'server.json',
+      ]),
+    ).toEqual({
+      command: 'serve',
+      models: ['m'],
+      port: 8000,
+      host: '127.0.0.1',
+      maxInflightBytes: 1024 ** 3,
+      headersTimeoutMs: 2000,
+      requestTimeoutMs: 0,
+      keepAliveTimeoutMs: 100,
+      maxConnections: 50,
+      parseTimeoutMs: 300,
+      grpcMaxConcurrentStreams: 8,
+      grpcHandshakeTimeoutMs: 500,
+      grpcIdleTimeoutMs: 0,
+      modelControl: 'explicit',
+      config: 'server.json',
+    });
+  });
+
   const integer = (min) => `an integer >= ${min}`;
   test.each([
+    [['--model-control', 'auto'], '--model-control must be none, poll, explicit, got "auto"'],
+    [['--headers-timeout-ms', '0'], `--headers-timeout-ms must be ${integer(1)}, got "0"`],
+    [['--max-connections', '1.5'], `--max-connections must be ${integer(1)}, got "1.5"`],
+    [['--max-connections', ''], `--max-connections must be ${integer(1)}, got ""`],
+    [['--request-timeout-ms', '-1'], `--request-timeout-ms must be ${integer(0)}, got "-1"`],
+    [['--grpc-idle-timeout-ms', '1e3'], `--grpc-idle-timeout-ms must be ${integer(0)}, got "1e3"`],
+    [['--max-inflight-bytes', '0'], `--max-inflight-bytes must be ${SIZE_RULE}, at least 1 byte, got "0"`],
     [['--port', '65536'], '--port must be a port from 0 to 65535, got "65536"'],
     [['--port', '-1'], '--port must be a port from 0 to 65535, got "-1"'],
     [['--port', 'http'], '--port must be a port from 0 to 65535, got "http"'],
@@ -130,10 +163,10 @@ describe('serve', () => {
     [['--port', '8k'], '--port must be a port from 0 to 65535, got "8k"'],
     [['--pool-size=2k'], `--pool-size must be ${integer(1)}, got "2k"`],
     [['--timeout-ms', '1m'], `--timeout-ms must be ${integer(0)}, got "1m"`],
-    [['--prot', '80'], 'serve does not take "--prot" (did you mean "--port"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port)'],
-    [['--maxbody=1m'], 'serve does not take "--maxbody=1m" (did you mean "--max-body"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port)'],
-    [['--verbose'], 'serve does not take "--verbose" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port)'],
-    [['--colour=red'], 'serve does not take "--colour=red" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --max-body, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port)'],
+    [['--prot', '80'], 'serve does not take "--prot" (did you mean "--port"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --config, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
+    [['--maxbody=1m'], 'serve does not take "--maxbody=1m" (did you mean "--max-body"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --config, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
+    [['--verbose'], 'serve does not take "--verbose" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --config, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
+    [['--colour=red'], 'serve does not take "--colour=red" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --config, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
     [['--port'], '--port needs a value'],
     [['--host'], '--host needs a value'],
   ])('%j is refused', (flags, message) => {

@@ -84,7 +84,7 @@ function directDtypes() {
   let server;
   let seen;
   beforeAll(async () => {
-    server = await startServer([repo]);
+    server = await startServer([repo, '--model-control', 'explicit']);
     const r = spawnSync(PYTHON, [path.join(__dirname, 'serve', 'triton_client.py'), `${server.host}:${server.port}`], { encoding: 'utf8', timeout: 120000 });
     if (r.status !== 0) throw new Error(`triton_client.py failed (${r.status}): ${r.stderr}`);
     seen = JSON.parse(r.stdout);
@@ -372,7 +372,7 @@ describe('reloading and shutting down', () => {
     // Outside the shared repository, which the next test serves whole.
     const own = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'zgc-swap-'));
     const dir = writeModel(own, 'swap', { 1: 'add' }, { instances: 2 });
-    const server = await listenInProcess([`swap=${dir}`, '--poll-ms', '50']);
+    const server = await listenInProcess([`swap=${dir}`, '--model-control', 'poll', '--poll-ms', '50']);
     const body = JSON.stringify({ inputs: [tensor('a', 'FP32', [4], [1, 2, 3, 4]), tensor('b', 'FP32', [4], [1, 1, 1, 1])] });
     const once = [2, 3, 4, 5];
     const thrice = once.map((v) => 3 * v);

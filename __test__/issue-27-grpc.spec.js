@@ -37,7 +37,7 @@ function run(cmd, args, input) {
   let plan;
   beforeAll(async () => {
     ({ repo, params } = makeRepository());
-    server = await listenInProcess([repo, '--poll-ms', '0']);
+    server = await listenInProcess([repo, '--model-control', 'explicit']);
     grpcPort = await server.server.listenGrpc(0, '127.0.0.1');
     const next = rng(27);
     const ints = (n, lo, hi) => Array.from({ length: n }, () => lo + Math.floor(next() * (hi - lo + 1)));

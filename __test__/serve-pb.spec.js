@@ -172,17 +172,19 @@ test('fields the schema does not know are stepped over, of every wire type; grou
     }
     return 'accepted';
   };
-  expect(refusal(Buffer.from([0x9b, 0x06]))).toBe('wire type 3 is not supported');
-  expect(refusal(Buffer.from([0x9c, 0x06]))).toBe('wire type 4 is not supported');
-  expect(refusal(Buffer.from([0x91, 0x06, 1, 2, 3]))).toBe('truncated field');
-  expect(refusal(Buffer.from([0x8d, 0x06, 1, 2, 3]))).toBe('truncated field');
-  expect(refusal(Buffer.from([0x82, 0x06, 4, 1, 2, 3]))).toBe('truncated field');
+  // Each names where decoding stopped: the field's tag, or the byte a value lacks.
+  expect(refusal(Buffer.from([0x9b, 0x06]))).toBe('wire type 3 is not supported at byte 0');
+  expect(refusal(Buffer.from([0x9c, 0x06]))).toBe('wire type 4 is not supported at byte 0');
+  expect(refusal(Buffer.from([0x91, 0x06, 1, 2, 3]))).toBe('truncated field at byte 0');
+  expect(refusal(Buffer.from([0x8d, 0x06, 1, 2, 3]))).toBe('truncated field at byte 0');
+  expect(refusal(Buffer.from([0x82, 0x06, 4, 1, 2, 3]))).toBe('truncated field at byte 0');
+  expect(refusal(Buffer.from([0x0a, 0x01, 0x61, 0x82, 0x06, 4, 1, 2, 3]))).toBe('truncated field at byte 3');
   // An eleven-byte varint, and a known field sent with the wrong wire type.
-  expect(refusal(Buffer.from([0x78, ...Array(10).fill(0xff), 0x01]))).toBe('varint too long');
-  expect(refusal(Buffer.from([0x08, 0x01]))).toBe('field modelName: wire type 0 does not match string');
-  expect(refusal(Buffer.from([0x0a, 0x05, 0x61]))).toBe('field modelName runs past its message');
-  expect(refusal(Buffer.from([0x2a, 0x03, 0x1a, 0x05, 0x01]))).toBe('field shape runs past its message');
-  expect(refusal(Buffer.from([0x2a, 0x02, 0x18, 0x80]))).toBe('truncated varint');
+  expect(refusal(Buffer.from([0x78, ...Array(10).fill(0xff), 0x01]))).toBe('varint too long at byte 1');
+  expect(refusal(Buffer.from([0x08, 0x01]))).toBe('field modelName: wire type 0 does not match string at byte 0');
+  expect(refusal(Buffer.from([0x0a, 0x05, 0x61]))).toBe('field modelName runs past its message at byte 0');
+  expect(refusal(Buffer.from([0x2a, 0x03, 0x1a, 0x05, 0x01]))).toBe('field shape runs past its message at byte 2');
+  expect(refusal(Buffer.from([0x2a, 0x02, 0x18, 0x80]))).toBe('truncated varint at byte 4');
 });
 
 test('repeated scalars sent unpacked, one field each, are read as packed ones are', () => {
@@ -202,11 +204,11 @@ test('packed floats and doubles cut inside a value are refused, with the bytes a
   const fp32 = bytes.indexOf(Buffer.from([0x32, 0x08]));
   const cut32 = Buffer.from(bytes);
   cut32[fp32 + 1] = 7;
-  expect(() => decode(messages.ModelInferRequest, cut32)).toThrow(new DecodeError('truncated float'));
+  expect(() => decode(messages.ModelInferRequest, cut32)).toThrow(new DecodeError('truncated float', fp32 + 2 + 4));
   const fp64 = bytes.indexOf(Buffer.from([0x3a, 0x08]));
   const cut64 = Buffer.from(bytes);
   cut64[fp64 + 1] = 7;
-  expect(() => decode(messages.ModelInferRequest, cut64)).toThrow(new DecodeError('truncated double'));
+  expect(() => decode(messages.ModelInferRequest, cut64)).toThrow(new DecodeError('truncated double', fp64 + 2));
 });
 
 test('int64 extremes: -2^63, -2^32 and other negatives whose low word is zero, both ways', () => {

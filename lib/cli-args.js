@@ -5,7 +5,8 @@
 
 const fs = require('node:fs');
 const { parseNpy } = require('./npy');
-const { parseSize, SIZE_RULE, didYouMean } = require('./options');
+const { didYouMean } = require('./options');
+const { LIMITS, BY_KEY, valueOf, ruleOf, MODEL_CONTROL } = require('./serve/limits');
 
 class UsageError extends Error {}
 
@@ -56,11 +57,13 @@ const SERVE_FLAGS = {
   '--pool-size': 'poolSize',
   '--max-queue': 'maxQueue',
   '--timeout-ms': 'timeoutMs',
-  '--max-body': 'maxBody',
   '--poll-ms': 'pollMs',
   '--shutdown-timeout-ms': 'shutdownTimeoutMs',
   '--isolate': 'isolate',
   '--grpc-port': 'grpcPort',
+  '--model-control': 'modelControl',
+  '--config': 'config',
+  ...Object.fromEntries(LIMITS.map((l) => [l.flag, l.key])),
 };
 
 function parseServeArgs(args) {
@@ -83,17 +86,33 @@ function parseServeArgs(args) {
       options.host = value;
       continue;
     }
+    if (key === 'config') {
+      options.config = value;
+      continue;
+    }
+    if (key === 'modelControl') {
+      if (!MODEL_CONTROL.includes(value)) throw new UsageError(`--model-control must be ${MODEL_CONTROL.join(', ')}, got ${JSON.stringify(value)}`);
+      options.modelControl = value;
+      continue;
+    }
+    const limit = BY_KEY.get(key);
+    if (limit !== undefined) {
+      const n = valueOf(limit, value);
+      if (n === null) throw new UsageError(`${arg} must be ${ruleOf(limit)}, got ${JSON.stringify(value)}`);
+      options[key] = n;
+      continue;
+    }
     if (key === 'isolate') {
       if (value !== 'none' && value !== 'process') throw new UsageError(`--isolate must be none or process, got ${JSON.stringify(value)}`);
       options.isolate = value;
       continue;
     }
     // Number('') is 0: an empty value (`--poll-ms=`) is a mistake, not a zero.
-    const n = key === 'maxBody' ? parseSize(value) : value.trim() === '' ? NaN : Number(value);
-    const min = key === 'poolSize' || key === 'maxBody' ? 1 : 0;
+    const n = value.trim() === '' ? NaN : Number(value);
+    const min = key === 'poolSize' ? 1 : 0;
     const isPort = key === 'port' || key === 'grpcPort';
     if (!Number.isSafeInteger(n) || n < min || (isPort && n > 65535)) {
-      throw new UsageError(`${arg} must be ${isPort ? 'a port from 0 to 65535' : key === 'maxBody' ? `${SIZE_RULE}, at least 1 byte` : `an integer >= ${min}`}, got ${JSON.stringify(value)}`);
+      throw new UsageError(`${arg} must be ${isPort ? 'a port from 0 to 65535' : `an integer >= ${min}`}, got ${JSON.stringify(value)}`);
     }
     options[key] = n;
   }

@@ -51,7 +51,7 @@ async function main() {
   const { repo } = makeRepository();
   const own = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-faults-'));
   const swapDir = writeModel(own, 'swap', { 1: 'add' }, { instances: 2 });
-  const server = await startServer([repo, `swap=${swapDir}`, '--poll-ms', '100', '--pool-size', '2', '--shutdown-timeout-ms', '10000']);
+  const server = await startServer([repo, `swap=${swapDir}`, '--model-control', 'poll', '--poll-ms', '100', '--pool-size', '2', '--shutdown-timeout-ms', '10000']);
   const url = (model) => `${server.url}/v2/models/${model}/infer`;
   const rss = async () => {
     const r = await new Promise((resolve) => http.get(`${server.url}/metrics`, (res) => {

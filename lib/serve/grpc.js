@@ -6,11 +6,12 @@
 
 const { decode, encoders, messages, DecodeError } = require('./pb');
 const { RequestError } = require('./protocol');
+const { overBudget } = require('./body');
 const { ZgcError } = require('../errors');
 const { kRunNow } = require('../pool');
 
 const SERVICE = 'inference.GRPCInferenceService';
-const STATUS = { OK: 0, CANCELLED: 1, UNKNOWN: 2, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, NOT_FOUND: 5, RESOURCE_EXHAUSTED: 8, FAILED_PRECONDITION: 9, INTERNAL: 13, UNAVAILABLE: 14 };
+const STATUS = { OK: 0, CANCELLED: 1, UNKNOWN: 2, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, NOT_FOUND: 5, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, FAILED_PRECONDITION: 9, INTERNAL: 13, UNAVAILABLE: 14 };
 const ARRAY = { FP32: Float32Array, FP16: Uint16Array, INT8: Int8Array, BOOL: Uint8Array };
 /** The typed-contents field of each datatype (FP16 has none: raw bytes only). */
 const CONTENTS = { FP32: 'fp32Contents', INT8: 'intContents', BOOL: 'boolContents' };
@@ -23,15 +24,22 @@ function loadGrpc() {
   }
 }
 
-const grpcError = (code, message) => Object.assign(new Error(message), { code, details: message });
+// Every message sent back is bounded (lib/serve/elide.js), whatever the request held.
+const grpcError = (code, message) => {
+  const text = bounded(message);
+  return Object.assign(new Error(text), { code, details: text });
+};
+const notValid = (err) => `the request is not a valid ModelInferRequest: ${err.message}`;
 const bad = (message) => new RequestError(400, message);
-const shapeText = (shape) => `[${shape.join(',')}]`;
+const { listText: shapeText, bounded } = require('./elide');
+const { OFF_THREAD_BYTES } = require('./parsers');
 
 /** A request error or a run's error as a gRPC status, with the message REST would give. */
 function statusOf(err, name, v) {
-  if (err instanceof DecodeError) return { outcome: 'bad_request', error: grpcError(STATUS.INVALID_ARGUMENT, `the request is not a valid ModelInferRequest: ${err.message}`) };
+  if (err instanceof DecodeError) return { outcome: 'bad_request', error: grpcError(STATUS.INVALID_ARGUMENT, notValid(err)) };
   if (err instanceof RequestError) {
-    const byHttp = { 400: STATUS.INVALID_ARGUMENT, 404: STATUS.NOT_FOUND, 413: STATUS.RESOURCE_EXHAUSTED, 503: STATUS.UNAVAILABLE, 504: STATUS.DEADLINE_EXCEEDED };
+    if (err.status === 503 && err.overBudget) return { outcome: 'over_budget', error: grpcError(STATUS.UNAVAILABLE, err.message) };
+    const byHttp = { 400: STATUS.INVALID_ARGUMENT, 403: STATUS.PERMISSION_DENIED, 404: STATUS.NOT_FOUND, 413: STATUS.RESOURCE_EXHAUSTED, 503: STATUS.UNAVAILABLE, 504: STATUS.DEADLINE_EXCEEDED };
     const code = /not ready/.test(err.message) ? STATUS.UNAVAILABLE : byHttp[err.status] ?? STATUS.UNKNOWN;
     const outcome = err.status === 404 ? 'not_found' : err.status === 504 ? 'timeout' : code === STATUS.UNAVAILABLE ? 'not_ready' : 'bad_request';
     return { outcome, error: grpcError(code, err.message) };
@@ -137,12 +145,12 @@ function parseGrpcInfer(sig, msg) {
       return o;
     });
   }
-  return { inputs, outputs };
+  return { id: msg.id, inputs, outputs };
 }
 
 /** The service's handlers over the REST handler's context (`handler.context`). */
 function implementation(ctx, extensions, version) {
-  const { repository, metrics, state, resolveVersion, metadata, log } = ctx;
+  const { repository, metrics, state, resolveVersion, metadata, log, notServing, budget, parsers, config } = ctx;
   const unary = (fn) => (call, callback) => {
     try {
       callback(null, fn(call.request));
@@ -150,13 +158,26 @@ function implementation(ctx, extensions, version) {
       callback(statusOf(err, call.request && call.request.name).error);
     }
   };
-  const ready = () => !state.draining && [...repository.models.values()].every((m) => m.unloaded || m.versions.size > 0);
+  const ready = () => !state.draining && notServing().length === 0;
+
+  /**
+   * The run's inputs and outputs from a ModelInferRequest's bytes (grpc-js hands them over
+   * undecoded): small ones decoded here, large ones on a parser thread. Contents are capped at
+   * the model's largest input before a value is read.
+   */
+  function readRequest(v, buf) {
+    if (buf.length >= OFF_THREAD_BYTES) return parsers.parse(v.signature, buf, buf.length, 'grpc');
+    return parseGrpcInfer(v.signature, decode(messages.ModelInferRequest, buf, 0, buf.length, v.signature.limits));
+  }
 
   // Synchronous while the run is done inline (tiny models): no promise or microtask per call.
   function modelInfer(call, callback) {
     const started = performance.now();
     state.active++;
+    const buf = call.request;
+    let claimed = 0;
     const done = (name, v, outcome) => {
+      budget.release(claimed);
       const label = v !== undefined || repository.models.has(name) ? name : '_unknown';
       metrics.count(label, v === undefined ? '' : v.version, outcome, (performance.now() - started) / 1000, 'grpc');
       state.active--;
@@ -170,39 +191,52 @@ function implementation(ctx, extensions, version) {
     let v;
     let name = '';
     let request;
-    const msg = call.request;
     try {
       if (state.closed) throw new RequestError(503, 'the server is shut down');
-      name = msg.modelName;
-      v = resolveVersion(name, msg.modelVersion === undefined || msg.modelVersion === '' ? undefined : msg.modelVersion);
-      request = parseGrpcInfer(v.signature, msg);
-      const tensors = v.pool[kRunNow](request.inputs);
-      if (tensors !== undefined) {
-        answer(callback, v, msg, request, tensors);
-        done(name, v, 'success');
-        return;
+      // The message is in memory already: it counts against the budget while it is answered.
+      if (!budget.claim(buf.length)) throw overBudget(budget);
+      claimed = buf.length;
+      const head = decode(messages.ModelInferHead, buf);
+      name = head.modelName;
+      if (name === undefined || name === '') throw bad('model_name is required: a ModelInferRequest names the model to run');
+      v = resolveVersion(name, head.modelVersion === undefined || head.modelVersion === '' ? undefined : head.modelVersion);
+      request = readRequest(v, buf);
+      if (!(request instanceof Promise)) {
+        const tensors = v.pool[kRunNow](request.inputs);
+        if (tensors !== undefined) {
+          answer(callback, v, request, tensors);
+          done(name, v, 'success');
+          return;
+        }
       }
     } catch (err) {
       fail(err, name, v);
       return;
     }
-    offloaded(call, v, name, request).then(
-      (tensors) => {
-        try {
-          answer(callback, v, msg, request, tensors);
-        } catch (err) {
-          fail(err, name, v);
-          return;
-        }
-        done(name, v, 'success');
-      },
-      (err) => fail(err, name, v),
-    );
+    Promise.resolve(request)
+      .then((r) => {
+        request = r;
+        // Parsed on a thread: its outputs are named, and taken from this thread's signature.
+        if (r.outputNames !== undefined) request.outputs = r.outputNames.map((n) => v.signature.outputByName.get(n));
+        return offloaded(call, v, name, request);
+      })
+      .then(
+        (tensors) => {
+          try {
+            answer(callback, v, request, tensors);
+          } catch (err) {
+            fail(err, name, v);
+            return;
+          }
+          done(name, v, 'success');
+        },
+        (err) => fail(err, name, v),
+      );
   }
 
-  function answer(callback, v, msg, request, tensors) {
+  function answer(callback, v, request, tensors) {
     const outputs = request.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape, data: tensors[o.index].data }));
-    callback(null, { modelName: v.model.name, modelVersion: v.version, id: msg.id, outputs });
+    callback(null, { modelName: v.model.name, modelVersion: v.version, id: request.id, outputs });
   }
 
   /** A run on the pool's instances, cancelled with the call and limited by the model's timeoutMs. */
@@ -234,6 +268,7 @@ function implementation(ctx, extensions, version) {
     return (call, callback) => {
       const name = call.request.modelName;
       try {
+        if (config.modelControl !== 'explicit') throw new RequestError(403, `loading and unloading models is off: the server runs with model control "${config.modelControl}" (start it with --model-control explicit to allow it)`);
         if (!repository.models.has(name)) repository.scan();
         if (!repository.models.has(name)) throw new RequestError(404, `unknown model "${name}"`);
         const done = action === 'load' ? repository.load(name) : repository.unload(name);
@@ -271,13 +306,14 @@ function implementation(ctx, extensions, version) {
   };
 }
 
+/** `request` null: the handler gets the message's bytes and decodes them itself (ModelInfer). */
 function method(name, request, encode) {
   return {
     path: `/${SERVICE}/${name}`,
     requestStream: false,
     responseStream: false,
     requestSerialize: () => Buffer.alloc(0),
-    requestDeserialize: (buf) => decode(request, buf),
+    requestDeserialize: request === null ? (buf) => buf : (buf) => decode(request, buf),
     responseSerialize: encode,
     responseDeserialize: (buf) => buf,
   };
@@ -289,7 +325,7 @@ const DEFINITION = {
   ModelReady: method('ModelReady', messages.NameVersion, encoders.ready),
   ServerMetadata: method('ServerMetadata', messages.Empty, encoders.serverMetadata),
   ModelMetadata: method('ModelMetadata', messages.NameVersion, encoders.modelMetadata),
-  ModelInfer: method('ModelInfer', messages.ModelInferRequest, encoders.inferResponse),
+  ModelInfer: method('ModelInfer', null, encoders.inferResponse),
   RepositoryIndex: method('RepositoryIndex', messages.RepositoryIndexRequest, encoders.repositoryIndex),
   RepositoryModelLoad: method('RepositoryModelLoad', messages.RepositoryModelRequest, encoders.empty),
   RepositoryModelUnload: method('RepositoryModelUnload', messages.RepositoryModelRequest, encoders.empty),
@@ -299,16 +335,41 @@ const DEFINITION = {
  * Starts the gRPC service of `handler` on `host:port` (0 picks a free port). Resolves
  * `{ server, port }`; `server.tryShutdown` waits for calls in flight.
  */
-function listenGrpc(handler, port, host, { extensions, version }) {
+function listenGrpc(handler, port, host, { extensions, version, connections }) {
   const grpc = loadGrpc();
-  // No channelz: this server offers no channelz service, so its per-call tracking would be work for nothing.
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': handler.context.maxBody, 'grpc.max_send_message_length': -1, 'grpc.enable_channelz': 0 });
+  const { config } = handler.context;
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': config.maxBody,
+    'grpc.max_send_message_length': -1,
+    'grpc.max_concurrent_streams': config.grpcMaxConcurrentStreams,
+    ...(config.grpcIdleTimeoutMs > 0 ? { 'grpc.max_connection_idle_ms': config.grpcIdleTimeoutMs } : {}),
+    // No channelz: this server offers no channelz service, so its per-call tracking would be work for nothing.
+    'grpc.enable_channelz': 0,
+  });
   server.addService(DEFINITION, implementation(handler.context, extensions, version));
   return new Promise((resolve, reject) => {
     server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => {
-      if (err) reject(err);
-      else resolve({ server, port: bound });
+      if (err) return reject(err);
+      // grpc-js keeps its node:http2 servers in a field of its own; without it, no handshake timeout.
+      for (const h2 of server.http2Servers instanceof Map ? server.http2Servers.keys() : []) guard(h2, config, connections);
+      resolve({ server, port: bound });
     });
+  });
+}
+
+/**
+ * A connection that has not sent HTTP/2's preface and SETTINGS within the handshake timeout is
+ * closed; past maxConnections (HTTP and gRPC together) a new one is closed at once.
+ */
+function guard(h2, config, connections) {
+  h2.prependListener('connection', (socket) => {
+    if (connections !== undefined && !connections.admit(socket)) socket.destroy();
+  });
+  h2.on('session', (session) => {
+    const timer = setTimeout(() => session.destroy(), config.grpcHandshakeTimeoutMs);
+    timer.unref();
+    session.once('remoteSettings', () => clearTimeout(timer));
+    session.once('close', () => clearTimeout(timer));
   });
 }
 

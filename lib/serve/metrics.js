@@ -6,7 +6,7 @@
 
 const client = require('prom-client');
 
-const OUTCOMES = ['success', 'bad_request', 'not_found', 'not_ready', 'too_large', 'queue_full', 'timeout', 'model_error', 'instance_crashed', 'canceled'];
+const OUTCOMES = ['success', 'bad_request', 'not_found', 'not_ready', 'too_large', 'queue_full', 'over_budget', 'timeout', 'model_error', 'instance_crashed', 'canceled'];
 
 const DURATION_BOUNDS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
@@ -118,6 +118,13 @@ function createMetrics(repository) {
   nativeHistogram(registry, 'zgc_queue_wait_seconds', 'Time runs waited for an instance', 'queueWaitHistogram', repository, retired);
   nativeHistogram(registry, 'zgc_compute_seconds', 'Time runs took on an instance', 'computeHistogram', repository, retired);
 
+  // The in-flight budget (lib/serve/body.js) and the connection limit.
+  let budget = null;
+  new client.Gauge({ name: 'zgc_inflight_bytes', help: 'Bytes of request bodies held by requests being answered', registers: [registry], collect() { this.set(budget === null ? 0 : budget.held); } });
+  new client.Gauge({ name: 'zgc_inflight_limit_bytes', help: 'The in-flight budget (--max-inflight-bytes)', registers: [registry], collect() { this.set(budget === null ? 0 : budget.limit); } });
+  new client.Counter({ name: 'zgc_inflight_refusals_total', help: 'Requests refused with 503 because the in-flight budget was full', registers: [registry], collect() { this.reset(); this.inc(budget === null ? 0 : budget.refused); } });
+  const connectionRefusals = new client.Counter({ name: 'zgc_connection_refusals_total', help: 'Connections refused because --max-connections were open and none was idle', registers: [registry] });
+
   /** Keeps what a closed pool counted, so that its model's series never go down. */
   function retire(version) {
     const key = keyOf(version.model.name, version.version);
@@ -134,6 +141,10 @@ function createMetrics(repository) {
     registry,
     retire,
     active,
+    watchBudget(b) {
+      budget = b;
+    },
+    refuseConnection: () => connectionRefusals.inc(),
     /** One finished inference request. */
     count(model, version, outcome, seconds, protocol) {
       const key = `${model}\u0000${version}\u0000${outcome}\u0000${protocol}`;

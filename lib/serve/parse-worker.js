@@ -5,6 +5,8 @@
 const os = require('node:os');
 const { parentPort } = require('node:worker_threads');
 const { parseInfer, signatureFromPortable, RequestError } = require('./protocol');
+const { decode, messages, DecodeError } = require('./pb');
+const { parseGrpcInfer } = require('./grpc');
 
 // Below the event loop's priority (on Linux a thread's own): while both cores parse large
 // bodies, a small request still gets the CPU as soon as it arrives.
@@ -14,13 +16,24 @@ try {
   // Not permitted here: parsing at normal priority.
 }
 
-parentPort.on('message', ({ id, sig, body, headerLength }) => {
+parentPort.on('message', ({ kind, sig, body, headerLength }) => {
   try {
-    const request = parseInfer(signatureFromPortable(sig), body, headerLength);
+    const signature = signatureFromPortable(sig);
+    let request;
+    if (kind === 'grpc') {
+      const { id, inputs, outputs } = parseGrpcInfer(signature, decode(messages.ModelInferRequest, body, 0, body.length, signature.limits));
+      request = { id, inputs, outputNames: outputs.map((o) => o.name) };
+    } else {
+      request = parseInfer(signature, body, headerLength);
+    }
+    // Inputs read in place are views of the body: each buffer goes once.
     const buffers = new Set(Object.values(request.inputs).map((a) => a.buffer));
-    parentPort.postMessage({ id, request }, [...buffers]);
+    parentPort.postMessage({ request }, [...buffers]);
   } catch (err) {
-    const error = err instanceof RequestError ? { status: err.status, message: err.message, headers: err.headers } : { status: 500, message: `the request could not be parsed: ${err.message}` };
-    parentPort.postMessage({ id, error });
+    let error;
+    if (err instanceof RequestError) error = { status: err.status, message: err.message, headers: err.headers };
+    else if (err instanceof DecodeError) error = { status: 400, message: `the request is not a valid ModelInferRequest: ${err.message}` };
+    else error = { status: 500, message: `the request could not be parsed: ${err.message}` };
+    parentPort.postMessage({ error });
   }
 });

@@ -12,31 +12,31 @@ const { RequestError } = require('./protocol');
 /** JSON headers from this size on are parsed in a worker. */
 const OFF_THREAD_BYTES = 1 << 20;
 
-function parserPool(size = Math.min(2, os.availableParallelism())) {
+/**
+ * Up to `size` parser threads, each parsing one body at a time; bodies wait here for a free
+ * one. A parse still running after `timeoutMs` is abandoned: its thread is terminated (no
+ * other request was handed to it) and a fresh one takes its place.
+ */
+function parserPool({ size = Math.min(2, os.availableParallelism()), timeoutMs = 5000 } = {}) {
   const workers = [];
-  const pending = new Map();
-  let lastId = 0;
+  const waiting = [];
   let closed = false;
+  let replaced = 0;
 
   function spawn() {
     const worker = new Worker(path.join(__dirname, 'parse-worker.js'));
-    const entry = { worker, busy: 0 };
-    worker.on('message', ({ id, request, error }) => {
-      const job = pending.get(id);
-      pending.delete(id);
-      entry.busy--;
+    const entry = { worker, job: null, timer: null };
+    worker.on('message', ({ request, error }) => {
+      const job = finish(entry);
+      if (job === null) return;
       if (error) job.reject(new RequestError(error.status, error.message, error.headers));
       else job.resolve(request);
     });
     worker.on('error', (err) => {
       // A parse cannot throw past the worker's own catch; this is the worker itself failing.
-      for (const [id, job] of pending) {
-        if (job.entry === entry) {
-          pending.delete(id);
-          job.reject(err);
-        }
-      }
-      workers.splice(workers.indexOf(entry), 1);
+      const job = finish(entry);
+      retire(entry);
+      if (job !== null) job.reject(new RequestError(500, `the request could not be parsed: its parser thread failed (${err.message})`));
     });
     // Idle parsers never keep a process alive.
     worker.unref();
@@ -44,27 +44,86 @@ function parserPool(size = Math.min(2, os.availableParallelism())) {
     return entry;
   }
 
-  /** parseInfer's result for a body too large to parse on the event loop. */
-  function parse(sig, body, headerLength) {
+  /** The entry's job, now done; the entry then takes the next waiting one. */
+  function finish(entry) {
+    const job = entry.job;
+    entry.job = null;
+    if (entry.timer !== null) clearTimeout(entry.timer);
+    entry.timer = null;
+    if (workers.includes(entry)) next();
+    return job;
+  }
+
+  function retire(entry) {
+    const at = workers.indexOf(entry);
+    if (at >= 0) workers.splice(at, 1);
+  }
+
+  function start(entry, job) {
+    entry.job = job;
+    entry.timer = setTimeout(() => {
+      // Overdue: the thread is stopped mid-parse and replaced; the request is refused.
+      entry.timer = null;
+      entry.job = null;
+      retire(entry);
+      replaced++;
+      entry.worker.terminate();
+      job.reject(new RequestError(400, `the request took over ${timeoutMs} ms to parse and was abandoned (the server's parse timeout)`));
+      next();
+    }, timeoutMs);
+    // The body is handed over without a copy when its memory holds nothing else: readBody made
+    // it, or grpc-js (a message after its 5-byte frame header).
+    const { sig, body, headerLength, kind } = job;
+    const before = kind === 'grpc' ? 5 : 0;
+    const owns = body.byteOffset <= before && body.byteOffset + body.byteLength === body.buffer.byteLength;
+    entry.worker.postMessage({ kind, sig: sig.portable, body, headerLength }, owns ? [body.buffer] : []);
+  }
+
+  function next() {
+    while (waiting.length > 0 && !closed) {
+      let entry = workers.find((w) => w.job === null);
+      if (entry === undefined) {
+        if (workers.length >= size) return;
+        entry = spawn();
+      }
+      start(entry, waiting.shift());
+    }
+  }
+
+  /**
+   * parseInfer's result for a body too large to parse on the event loop; with `kind` 'grpc',
+   * parseGrpcInfer's for a ModelInferRequest's bytes, its outputs as `outputNames`.
+   */
+  function parse(sig, body, headerLength, kind = 'rest') {
     if (closed) return Promise.reject(new Error('the parser pool is closed'));
-    let entry = workers.reduce((best, w) => (best === null || w.busy < best.busy ? w : best), null);
-    if (entry === null || (entry.busy > 0 && workers.length < size)) entry = spawn();
-    const id = ++lastId;
-    entry.busy++;
-    // The body is handed over without a copy when it owns its memory (readBody made it).
-    const owns = body.byteOffset === 0 && body.byteLength === body.buffer.byteLength;
     return new Promise((resolve, reject) => {
-      pending.set(id, { resolve, reject, entry });
-      entry.worker.postMessage({ id, sig: sig.portable, body, headerLength }, owns ? [body.buffer] : []);
+      waiting.push({ sig, body, headerLength, kind, resolve, reject });
+      next();
     });
   }
 
   async function close() {
     closed = true;
-    await Promise.all(workers.splice(0).map((w) => w.worker.terminate()));
+    for (const job of waiting.splice(0)) job.reject(new RequestError(503, 'the server is shutting down'));
+    await Promise.all(
+      workers.splice(0).map((w) => {
+        if (w.timer !== null) clearTimeout(w.timer);
+        return w.worker.terminate();
+      }),
+    );
   }
 
-  return { parse, close, get size() { return workers.length; } };
+  return {
+    parse,
+    close,
+    get size() {
+      return workers.length;
+    },
+    /** Threads terminated at the parse timeout and replaced. */
+    get replaced() {
+      return replaced;
+    },
+  };
 }
 
 module.exports = { parserPool, OFF_THREAD_BYTES };

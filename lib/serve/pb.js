@@ -19,7 +19,14 @@ const TYPES = {
   double: WIRE.i64,
 };
 
-class DecodeError extends Error {}
+/** A message that does not decode: the reason and the byte offset where decoding stopped. */
+class DecodeError extends Error {
+  constructor(reason, offset) {
+    super(`${reason} at byte ${offset}`);
+    this.reason = reason;
+    this.offset = offset;
+  }
+}
 
 /** Field `[name, type, { repeated, schema }]` by number; `map` fields are repeated entries {key, value}. */
 function schema(fields) {
@@ -37,7 +44,7 @@ function schema(fields) {
  */
 function readVarint(buf, state, end) {
   let pos = state.pos;
-  if (pos >= end) throw new DecodeError('truncated varint');
+  if (pos >= end) throw new DecodeError('truncated varint', pos);
   const first = buf[pos];
   // Stryker disable next-line ConditionalExpression,BlockStatement: a fast path; the loop reads a one-byte varint the same
   if (first < 0x80) {
@@ -49,7 +56,7 @@ function readVarint(buf, state, end) {
   let lo = 0;
   let hi = 0;
   for (let i = 0; i < 10; i++) {
-    if (pos >= end) throw new DecodeError('truncated varint');
+    if (pos >= end) throw new DecodeError('truncated varint', pos);
     const b = buf[pos++];
     if (i < 4) lo |= (b & 0x7f) << (7 * i);
     else if (i === 4) {
@@ -66,7 +73,7 @@ function readVarint(buf, state, end) {
       return state.hi * 2 ** 32 + state.lo;
     }
   }
-  throw new DecodeError('varint too long');
+  throw new DecodeError('varint too long', state.pos);
 }
 
 /** The varint just read as a signed 64-bit value (negatives are ten-byte two's complement), exact to 2^53. */
@@ -91,23 +98,24 @@ function scalar(type, buf, state, end) {
     case 'uint64':
       return readVarint(buf, state, end);
     case 'float': {
-      if (state.pos + 4 > end) throw new DecodeError('truncated float');
+      if (state.pos + 4 > end) throw new DecodeError('truncated float', state.pos);
       const v = viewOf(buf, state).getFloat32(state.pos, true);
       state.pos += 4;
       return v;
     }
     case 'double': {
-      if (state.pos + 8 > end) throw new DecodeError('truncated double');
+      if (state.pos + 8 > end) throw new DecodeError('truncated double', state.pos);
       const v = viewOf(buf, state).getFloat64(state.pos, true);
       state.pos += 8;
       return v;
     }
     default:
-      throw new DecodeError(`unknown type ${type}`);
+      throw new DecodeError(`unknown type ${type}`, state.pos);
   }
 }
 
-function skip(wire, buf, state, end) {
+/** Steps over a field of the wire type `wire` whose tag began at `at`. */
+function skip(wire, buf, state, end, at) {
   if (wire === WIRE.varint) readVarint(buf, state, end);
   else if (wire === WIRE.i64) state.pos += 8;
   else if (wire === WIRE.i32) state.pos += 4;
@@ -116,56 +124,93 @@ function skip(wire, buf, state, end) {
     const len = readVarint(buf, state, end);
     state.pos += len;
   }
-  else throw new DecodeError(`wire type ${wire} is not supported`);
-  if (state.pos > end) throw new DecodeError('truncated field');
+  else throw new DecodeError(`wire type ${wire} is not supported`, at);
+  if (state.pos > end) throw new DecodeError('truncated field', at);
 }
 
 const toString = Buffer.prototype.toString;
 /** UTF-8 text of `buf[from, to)`, without a Buffer object made for it where `buf` is one. */
 const utf8 = (buf, from, to) => (Buffer.isBuffer(buf) ? toString.call(buf, 'utf8', from, to) : Buffer.from(buf.buffer, buf.byteOffset + from, to - from).toString('utf8'));
 
-/** Decodes `buf[start, end)` as a message of `fields`; bytes fields are views of `buf`. */
-function decode(fields, buf, start = 0, end = buf.length) {
-  return decodeAt(fields, buf, { pos: start, lo: 0, hi: 0, view: null }, end);
+/**
+ * Decodes `buf[start, end)` as a message of `fields`; bytes fields are views of `buf`.
+ * `limits.elements` caps the entries of fields marked `elements` (tensor contents), checked
+ * before any entry is read; fields with a `max` have that cap always.
+ */
+function decode(fields, buf, start = 0, end = buf.length, limits = NO_LIMITS) {
+  return decodeAt(fields, buf, { pos: start, lo: 0, hi: 0, view: null, limits }, end);
+}
+
+const NO_LIMITS = { elements: Infinity };
+
+/** The most entries field `f` may hold, and the words for the message when it holds more. */
+const capOf = (f, state) => (f.max !== undefined ? f.max : f.elements ? state.limits.elements : Infinity);
+
+/** `count` is the entries a packed field holds, or null where only "more than the cap" is known. */
+function tooMany(f, count, cap, at) {
+  const n = (x) => x.toLocaleString('en-US');
+  const rule = f.max !== undefined ? f.why(n(cap)) : `the model's largest input has ${n(cap)} elements`;
+  return new DecodeError(`field ${f.name} has ${count === null ? `more than ${n(cap)}` : n(count)} entries: ${rule}`, at);
+}
+
+/** Entries of packed scalars of `type` in `buf[from, to)`, counted without reading them. */
+function packedCount(type, buf, from, to) {
+  if (type === 'float') return Math.ceil((to - from) / 4);
+  if (type === 'double') return Math.ceil((to - from) / 8);
+  let n = 0;
+  for (let i = from; i < to; i++) if (buf[i] < 0x80) n++;
+  return n;
 }
 
 function decodeAt(fields, buf, state, end) {
   const msg = {};
   for (const name of fields.lists) msg[name] = [];
   while (state.pos < end) {
+    const at = state.pos;
     const tag = readVarint(buf, state, end);
     const number = Math.floor(tag / 8);
     const wire = tag & 7;
     const f = fields.get(number);
     if (f === undefined) {
-      skip(wire, buf, state, end);
+      skip(wire, buf, state, end, at);
       continue;
     }
     if (wire === WIRE.len && (f.type === 'string' || f.type === 'bytes' || f.type === 'message' || f.type === 'map')) {
       const len = readVarint(buf, state, end);
       const from = state.pos;
       const to = from + len;
-      if (to > end) throw new DecodeError(`field ${f.name} runs past its message`);
+      if (to > end) throw new DecodeError(`field ${f.name} runs past its message`, at);
       let value;
       if (f.type === 'string') value = utf8(buf, from, to);
       else if (f.type === 'bytes') value = buf.subarray(from, to);
       else value = decodeAt(f.schema, buf, state, to);
       state.pos = to;
-      if (f.repeated || f.type === 'map') msg[f.name].push(value);
-      else msg[f.name] = value;
+      if (f.repeated || f.type === 'map') {
+        const list = msg[f.name];
+        if (list.length >= capOf(f, state)) throw tooMany(f, null, capOf(f, state), at);
+        list.push(value);
+      } else msg[f.name] = value;
     } else if (wire === WIRE.len && f.repeated) {
       // Packed scalars.
       const len = readVarint(buf, state, end);
       const to = state.pos + len;
-      if (to > end) throw new DecodeError(`field ${f.name} runs past its message`);
+      if (to > end) throw new DecodeError(`field ${f.name} runs past its message`, at);
       const list = msg[f.name];
+      const cap = capOf(f, state);
+      if (cap !== Infinity) {
+        const count = list.length + packedCount(f.type, buf, state.pos, to);
+        if (count > cap) throw tooMany(f, count, cap, at);
+      }
       while (state.pos < to) list.push(scalar(f.type, buf, state, to));
     } else if (wire === TYPES[f.type]) {
       const v = scalar(f.type, buf, state, end);
-      if (f.repeated) msg[f.name].push(v);
-      else msg[f.name] = v;
+      if (f.repeated) {
+        const list = msg[f.name];
+        if (list.length >= capOf(f, state)) throw tooMany(f, null, capOf(f, state), at);
+        list.push(v);
+      } else msg[f.name] = v;
     } else {
-      throw new DecodeError(`field ${f.name}: wire type ${wire} does not match ${f.type}`);
+      throw new DecodeError(`field ${f.name}: wire type ${wire} does not match ${f.type}`, at);
     }
   }
   return msg;
@@ -283,20 +328,25 @@ const ParameterEntry = schema([
   [1, 'key', 'string'],
   [2, 'value', 'message', { schema: InferParameter }],
 ]);
+// Contents are capped at the model's largest input, shapes at the ABI's largest rank, and
+// tensor lists at its most sources, before an entry is read.
+const elements = { repeated: true, elements: true };
 const InferTensorContents = schema([
-  [1, 'boolContents', 'bool', { repeated: true }],
-  [2, 'intContents', 'int32', { repeated: true }],
-  [3, 'int64Contents', 'int64', { repeated: true }],
-  [4, 'uintContents', 'uint32', { repeated: true }],
-  [5, 'uint64Contents', 'uint64', { repeated: true }],
-  [6, 'fp32Contents', 'float', { repeated: true }],
-  [7, 'fp64Contents', 'double', { repeated: true }],
-  [8, 'bytesContents', 'bytes', { repeated: true }],
+  [1, 'boolContents', 'bool', elements],
+  [2, 'intContents', 'int32', elements],
+  [3, 'int64Contents', 'int64', elements],
+  [4, 'uintContents', 'uint32', elements],
+  [5, 'uint64Contents', 'uint64', elements],
+  [6, 'fp32Contents', 'float', elements],
+  [7, 'fp64Contents', 'double', elements],
+  [8, 'bytesContents', 'bytes', elements],
 ]);
+const MAX_RANK = 64;
+const MAX_SOURCES = 65536;
 const InferInputTensor = schema([
   [1, 'name', 'string'],
   [2, 'datatype', 'string'],
-  [3, 'shape', 'int64', { repeated: true }],
+  [3, 'shape', 'int64', { repeated: true, max: MAX_RANK, why: (cap) => `a tensor has at most ${cap} dimensions` }],
   [4, 'parameters', 'map', { schema: ParameterEntry }],
   [5, 'contents', 'message', { schema: InferTensorContents }],
 ]);
@@ -304,14 +354,20 @@ const InferRequestedOutputTensor = schema([
   [1, 'name', 'string'],
   [2, 'parameters', 'map', { schema: ParameterEntry }],
 ]);
+const sources = { repeated: true, max: MAX_SOURCES, why: (cap) => `a model has at most ${cap} sources` };
 const ModelInferRequest = schema([
   [1, 'modelName', 'string'],
   [2, 'modelVersion', 'string'],
   [3, 'id', 'string'],
   [4, 'parameters', 'map', { schema: ParameterEntry }],
-  [5, 'inputs', 'message', { repeated: true, schema: InferInputTensor }],
-  [6, 'outputs', 'message', { repeated: true, schema: InferRequestedOutputTensor }],
-  [7, 'rawInputContents', 'bytes', { repeated: true }],
+  [5, 'inputs', 'message', { ...sources, schema: InferInputTensor }],
+  [6, 'outputs', 'message', { ...sources, schema: InferRequestedOutputTensor }],
+  [7, 'rawInputContents', 'bytes', sources],
+]);
+/** A ModelInferRequest's model name and version alone: the other fields are stepped over unread. */
+const ModelInferHead = schema([
+  [1, 'modelName', 'string'],
+  [2, 'modelVersion', 'string'],
 ]);
 const NameVersion = schema([
   [1, 'name', 'string'],
@@ -465,5 +521,5 @@ module.exports = {
   DecodeError,
   decode,
   encoders,
-  messages: { ModelInferRequest, NameVersion, Empty, RepositoryIndexRequest, RepositoryModelRequest },
+  messages: { ModelInferRequest, ModelInferHead, NameVersion, Empty, RepositoryIndexRequest, RepositoryModelRequest },
 };

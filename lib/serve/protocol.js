@@ -21,7 +21,7 @@ class RequestError extends Error {
 }
 
 const bad = (message) => new RequestError(400, message);
-const shapeText = (shape) => `[${shape.join(',')}]`;
+const { listText: shapeText } = require('./elide');
 
 /*
  * NaN, Infinity and -Infinity: JSON has no numbers for them, but Python's json (and so
@@ -35,11 +35,59 @@ const NON_FINITE = new Map([
   [`${MARK}Infinity`, Infinity],
   [`${MARK}-Infinity`, -Infinity],
 ]);
-const TOKENS = /"(?:[^"\\]|\\.)*"|-?Infinity|NaN/g;
 // Stryker disable next-line ConditionalExpression: a fast path for numbers, which Map.get would also miss
 const nonFinite = (v) => (typeof v === 'string' ? NON_FINITE.get(v) : undefined);
 
+/** Arrays and objects nested deeper than this are refused before parsing (a tensor has rank 64 at most). */
+const MAX_DEPTH = 256;
+const tooDeep = () => bad(`the request header nests arrays and objects deeper than ${MAX_DEPTH} levels`);
+const marker = (token) => `"\\u0000${MARK.slice(1)}${token}"`;
+
+/**
+ * One pass over the text, in time linear in its length: refuses nesting deeper than MAX_DEPTH
+ * and, when `mark` is set, gives the text with each NaN, Infinity and -Infinity outside strings
+ * turned into a marker string. An unterminated string ends the scan: JSON.parse refuses it.
+ */
+function scan(text, mark) {
+  const pieces = mark ? [] : null;
+  let from = 0;
+  let depth = 0;
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 34) {
+      // To the closing quote: an escape takes the character after it.
+      for (i++; i < n; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 92) i++;
+        else if (d === 34) break;
+      }
+    } else if (c === 91 || c === 123) {
+      if (++depth > MAX_DEPTH) throw tooDeep();
+    } else if (c === 93 || c === 125) {
+      depth--;
+    } else if (mark) {
+      let token = null;
+      if (c === 78 && text.startsWith('NaN', i)) token = 'NaN';
+      else if (c === 73 && text.startsWith('Infinity', i)) token = 'Infinity';
+      else if (c === 45 && text.startsWith('Infinity', i + 1)) token = '-Infinity';
+      if (token !== null) {
+        pieces.push(text.slice(from, i), marker(token));
+        i += token.length - 1;
+        from = i + 1;
+      }
+    }
+  }
+  if (!mark) return text;
+  pieces.push(text.slice(from));
+  return pieces.join('');
+}
+
+/** Headers from this size on are scanned for nesting before JSON.parse, which takes 100 ms over 1 MB of brackets. */
+const SCAN_BYTES = 1 << 12;
+
 function parseJsonWithNonFinite(text) {
+  if (text.length >= SCAN_BYTES) scan(text, false);
   // Stryker disable BlockStatement,ConditionalExpression: fast paths; text without tokens parses the same marked, and fails the same
   try {
     return JSON.parse(text);
@@ -47,8 +95,7 @@ function parseJsonWithNonFinite(text) {
     if (!/NaN|Infinity/.test(text)) throw err;
   }
   // Stryker restore BlockStatement,ConditionalExpression
-  const marked = text.replace(TOKENS, (token) => (token.charCodeAt(0) === 34 ? token : `"\\u0000${MARK.slice(1)}${token}"`));
-  const header = JSON.parse(marked);
+  const header = JSON.parse(scan(text, true));
   refuseNonFiniteOutsideData(header, '');
   return header;
 }
@@ -122,14 +169,16 @@ function signatureOf(runtime, outputNames) {
 /** A signature from its portable form (in a parser thread), with scratch arrays of its own. */
 function signatureFromPortable({ inputs, outputs, inputList }) {
   const own = inputs.map((i) => ({ ...i, scratch: null }));
-  return { inputs: own, outputs, byName: new Map(own.map((i) => [i.name, i])), outputByName: new Map(outputs.map((o) => [o.name, o])), inputList };
+  // A gRPC request's contents are capped at the largest input before a value is read (lib/serve/pb.js).
+  const limits = { elements: own.reduce((m, i) => Math.max(m, i.count), 0) };
+  return { inputs: own, outputs, byName: new Map(own.map((i) => [i.name, i])), outputByName: new Map(outputs.map((o) => [o.name, o])), inputList, limits };
 }
 
 function checkShape(input, given) {
   if (!Array.isArray(given)) throw bad(`input "${input.name}": "shape" must be an array of integers, got ${describe(given)}`);
   const same = given.length === input.shape.length && given.every((d, i) => d === input.shape[i]);
   if (!same) {
-    if (!given.every((d) => Number.isInteger(d) && d >= 0)) throw bad(`input "${input.name}": "shape" must be an array of non-negative integers, got ${JSON.stringify(given)}`);
+    if (!given.every((d) => Number.isInteger(d) && d >= 0)) throw bad(`input "${input.name}": "shape" must be an array of non-negative integers, got ${shapeText(given)}`);
     throw bad(`input "${input.name}": shape ${shapeText(given)} given, the model takes ${shapeText(input.shape)}`);
   }
 }

@@ -4,6 +4,7 @@
 // data extension, the model repository extension) and GET /metrics, as one request handler
 // that a node:http server, express or fastify can call.
 
+const fs = require('node:fs');
 const http = require('node:http');
 const os = require('node:os');
 const { ModelRepository, LoadError } = require('./repository');
@@ -14,40 +15,62 @@ const { ZgcError } = require('../errors');
 const { kRunNow } = require('../pool');
 const { version: packageVersion } = require('../../package.json');
 
-const DEFAULTS = { maxQueue: 1024, timeoutMs: 30000, maxBody: 64 * 1024 * 1024, pollMs: 2000, offload: 'auto' };
+const DEFAULTS = { maxQueue: 1024, timeoutMs: 30000, pollMs: 2000, offload: 'auto', modelControl: 'none' };
 const EXTENSIONS = ['binary_tensor_data', 'model_repository', 'metrics'];
-const { refuseUnknownKeys, parseSize, SIZE_RULE } = require('../options');
+const { refuseUnknownKeys } = require('../options');
+const { LIMITS, MODEL_CONTROL, resolveLimits } = require('./limits');
+const { readBody, createBudget } = require('./body');
+const { bounded } = require('./elide');
 
 const JSON_TYPE = 'application/json';
 const EMPTY = Buffer.alloc(0);
+/** The body a repository request may have (the protocol's parameters): small, whatever maxBody is. */
+const CONTROL_BODY = 64 * 1024;
 
 /** Statuses of run failures that are the request's fault, not the model's. */
 const INPUT_CODES = new Set(['ERR_ZGC_VALUE', 'ERR_ZGC_SIZE', 'ERR_ZGC_DTYPE', 'ERR_ZGC_UNKNOWN_SOURCE']);
 
-/** Every option createServer and createHandler take: the serve flags in camelCase, models and log. */
-const SERVER_OPTIONS = ['models', 'poolSize', 'maxQueue', 'timeoutMs', 'maxBody', 'pollMs', 'shutdownTimeoutMs', 'offload', 'isolate', 'log'];
+/** Every option createServer and createHandler take: the serve flags in camelCase, models, config and log. */
+const SERVER_OPTIONS = ['models', 'config', 'poolSize', 'maxQueue', 'timeoutMs', 'pollMs', 'shutdownTimeoutMs', 'offload', 'isolate', 'modelControl', ...LIMITS.map((l) => l.key), 'log'];
 
-function checkOptions(options) {
-  if (options === null || typeof options !== 'object') throw new TypeError('createServer options must be an object');
+/** Server settings from a JSON file: the createServer options but log (options given in code win). */
+function readConfig(file) {
+  let text;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new TypeError(`the server config ${file} cannot be read: ${err.code || err.message}`);
+  }
+  let config;
+  try {
+    config = JSON.parse(text);
+  } catch (err) {
+    throw new TypeError(`the server config ${file} is not JSON: ${err.message}`);
+  }
+  if (config === null || typeof config !== 'object' || Array.isArray(config)) throw new TypeError(`the server config ${file} must hold a JSON object`);
+  refuseUnknownKeys(`the server config ${file}`, config, SERVER_OPTIONS.filter((k) => k !== 'log' && k !== 'config'));
+  return config;
+}
+
+function checkOptions(given) {
+  if (given === null || typeof given !== 'object') throw new TypeError('createServer options must be an object');
+  refuseUnknownKeys('createServer()', given, SERVER_OPTIONS);
+  const options = given.config === undefined ? given : { ...readConfig(given.config), ...Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined)) };
   const models = typeof options.models === 'string' ? [options.models] : options.models;
   if (!Array.isArray(models) || models.length === 0) throw new TypeError('createServer needs "models": a repository directory, name=artifact.so or artifact.so (or an array of them)');
-  refuseUnknownKeys('createServer()', options, SERVER_OPTIONS);
-  const out = { ...DEFAULTS, poolSize: os.availableParallelism(), ...options, models };
-  if (options.maxBody !== undefined) {
-    out.maxBody = parseSize(options.maxBody);
-    if (out.maxBody === null || out.maxBody < 1) throw new RangeError(`createServer option maxBody must be ${SIZE_RULE}, at least 1 byte; got ${JSON.stringify(options.maxBody)}`);
-  }
+  const out = { ...DEFAULTS, poolSize: os.availableParallelism(), ...options, models, ...resolveLimits(options, (l) => `createServer option ${l.key}`) };
   if (out.isolate !== undefined && out.isolate !== 'none' && out.isolate !== 'process') throw new TypeError(`createServer option isolate must be 'none' or 'process', got ${JSON.stringify(out.isolate)}`);
-  for (const key of ['poolSize', 'maxQueue', 'timeoutMs', 'maxBody', 'pollMs', 'shutdownTimeoutMs']) {
+  if (!MODEL_CONTROL.includes(out.modelControl)) throw new TypeError(`createServer option modelControl must be ${MODEL_CONTROL.map((m) => `'${m}'`).join(', ')}, got ${JSON.stringify(out.modelControl)}`);
+  for (const key of ['poolSize', 'maxQueue', 'timeoutMs', 'pollMs', 'shutdownTimeoutMs']) {
     if (out[key] === undefined) continue;
-    const min = key === 'poolSize' || key === 'maxBody' ? 1 : 0;
+    const min = key === 'poolSize' ? 1 : 0;
     if (!Number.isSafeInteger(out[key]) || out[key] < min) throw new RangeError(`createServer option ${key} must be an integer >= ${min}, got ${String(out[key])}`);
   }
   return out;
 }
 
 function send(res, status, body, headers) {
-  const text = body === undefined ? EMPTY : JSON.stringify(body);
+  const text = body === undefined ? EMPTY : JSON.stringify(body.error === undefined ? body : { ...body, error: bounded(body.error) });
   const h = { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(text) };
   if (headers) Object.assign(h, headers);
   res.writeHead(status, h);
@@ -55,73 +78,6 @@ function send(res, status, body, headers) {
 }
 
 const fail = (res, status, message, headers) => send(res, status, { error: message }, headers);
-
-/**
- * The whole body: for a binary request, in one buffer whose binary part starts 8-byte aligned
- * (so its tensors are read in place); for JSON, the received chunk itself where it is one.
- */
-/** JSON bodies declaring this many bytes or more are received into one buffer of that size. */
-const PREALLOCATE_BYTES = 1 << 16;
-
-/** `length` bytes whose byte `headerLength` (where binary data starts) is 8-byte aligned. */
-function alignedBody(length, headerLength) {
-  const pad = (8 - (headerLength % 8)) % 8;
-  return new Uint8Array(new ArrayBuffer(length + pad), pad, length);
-}
-
-function readBody(req, maxBody, headerLength) {
-  return new Promise((resolve, reject) => {
-    const declared = req.headers['content-length'];
-    const length = declared === undefined ? -1 : Number(declared);
-    if (length > maxBody) return reject(new RequestError(413, `the request body of ${length} bytes is over the server's limit of ${maxBody} bytes`, { connection: 'close' }));
-    let into = null;
-    let chunks = null;
-    let got = 0;
-    if (headerLength !== undefined && length >= 0) {
-      into = alignedBody(length, headerLength);
-    } else if (length >= PREALLOCATE_BYTES) {
-      // Copied in as it arrives: a concat at the end would hold the event loop for the whole body at once.
-      into = Buffer.from(new ArrayBuffer(length));
-    } else {
-      chunks = [];
-    }
-    const onData = (chunk) => {
-      if (got + chunk.length > (into ? into.length : maxBody)) {
-        cleanup();
-        req.resume();
-        const message = into ? `the request body is longer than its Content-Length of ${into.length}` : `the request body is over the server's limit of ${maxBody} bytes`;
-        return reject(new RequestError(into ? 400 : 413, message, { connection: 'close' }));
-      }
-      if (into) into.set(chunk, got);
-      else chunks.push(chunk);
-      got += chunk.length;
-    };
-    const onEnd = () => {
-      cleanup();
-      if (into) return resolve(into);
-      let body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, got);
-      if (headerLength !== undefined) {
-        // Chunked upload of binary data: one copy into an aligned buffer.
-        const aligned = alignedBody(got, headerLength);
-        aligned.set(body);
-        body = aligned;
-      }
-      resolve(body);
-    };
-    const onClose = () => {
-      if (!req.complete) {
-        cleanup();
-        reject(new RequestError(0, 'the client went away'));
-      }
-    };
-    // Only the data listener needs taking off (a refusal stops reading midway); the others
-    // fire at most once more, on a settled promise.
-    const cleanup = () => req.off('data', onData);
-    req.on('data', onData);
-    req.once('end', onEnd);
-    req.once('close', onClose);
-  });
-}
 
 function createHandler(options) {
   const config = checkOptions(options);
@@ -134,10 +90,12 @@ function createHandler(options) {
   for (const v of repository.served()) log(`model "${v.model.name}" version ${v.version} ready (${v.pool.size} instances)`);
 
   const state = { active: 0, draining: false, closed: false, idle: null };
+  const budget = createBudget(config.maxInflightBytes);
+  metrics.watchBudget(budget);
   // Started with the first large JSON request.
-  const parsers = parserPool();
+  const parsers = parserPool({ timeoutMs: config.parseTimeoutMs });
   let poller = null;
-  if (config.pollMs > 0) {
+  if (config.modelControl === 'poll' && config.pollMs > 0) {
     poller = setInterval(() => {
       for (const r of repository.poll()) log(r.ok ? `model "${r.name}" reloaded` : `model "${r.name}" failed to reload, still serving what it served: ${r.reason}`);
     }, config.pollMs);
@@ -146,11 +104,8 @@ function createHandler(options) {
 
   function resolveVersion(name, versionText) {
     const model = repository.models.get(name);
-    if (model === undefined) {
-      repository.scan();
-      if (!repository.models.has(name)) throw new RequestError(404, `unknown model "${name}"`);
-      return resolveVersion(name, versionText);
-    }
+    // Not looked for on disk: a client naming models at will must not make the server read directories.
+    if (model === undefined) throw new RequestError(404, `unknown model ${describeName(name)}`);
     if (model.versions.size === 0) throw new RequestError(400, `model "${name}" is not ready (${model.state}: ${model.reason})`);
     if (versionText === undefined) return model.latest;
     const v = model.versions.get(versionText);
@@ -185,6 +140,8 @@ function createHandler(options) {
   }
 
   async function infer(req, res, name, versionText, started) {
+    // The body bytes this request holds against the budget, given back once it is answered.
+    const claim = { bytes: 0 };
     let v;
     let outcome = 'success';
     let controller = null;
@@ -229,10 +186,10 @@ function createHandler(options) {
       const lengthHeader = req.headers['inference-header-content-length'];
       let headerLength;
       if (lengthHeader !== undefined) {
-        headerLength = Number(lengthHeader);
-        if (!Number.isSafeInteger(headerLength) || headerLength < 0) throw new RequestError(400, `Inference-Header-Content-Length must be a non-negative integer, got ${JSON.stringify(lengthHeader)}`);
+        headerLength = /^[0-9]{1,15}$/.test(lengthHeader) ? Number(lengthHeader) : NaN;
+        if (Number.isNaN(headerLength)) throw new RequestError(400, `Inference-Header-Content-Length must be decimal digits (a byte count), got ${JSON.stringify(bounded(lengthHeader).slice(0, 40))}`);
       }
-      const body = await readBody(req, config.maxBody, headerLength);
+      const body = await readBody(req, { maxBody: config.maxBody, budget, claim, headerLength });
       if (headerLength !== undefined && headerLength > body.length) throw new RequestError(400, `Inference-Header-Content-Length is ${headerLength}, the body has only ${body.length} bytes`);
       // Looked up again: a reload may have switched versions while the body arrived.
       v = resolveVersion(name, versionText);
@@ -270,7 +227,7 @@ function createHandler(options) {
       if (err instanceof RequestError) {
         if (err.status === 0) outcome = 'canceled';
         else {
-          if (outcome !== 'timeout') outcome = err.status === 404 ? 'not_found' : err.status === 413 ? 'too_large' : err.status === 504 ? 'timeout' : err.status === 400 && /not ready/.test(err.message) ? 'not_ready' : 'bad_request';
+          if (outcome !== 'timeout') outcome = err.status === 404 ? 'not_found' : err.status === 413 ? 'too_large' : err.overBudget ? 'over_budget' : err.status === 504 ? 'timeout' : err.status === 400 && /not ready/.test(err.message) ? 'not_ready' : 'bad_request';
           answer(err.status, err.message, err.headers);
         }
       } else if (err instanceof ZgcError && err.code === 'ERR_ZGC_QUEUE_FULL') {
@@ -298,6 +255,7 @@ function createHandler(options) {
         answer(500, `internal error: ${err && err.message}`);
       }
     } finally {
+      budget.release(claim.bytes);
       // Names that are no model share one label: a client must not grow the series at will.
       const label = v !== undefined || repository.models.has(name) ? name : '_unknown';
       metrics.count(label, v === undefined ? '' : v.version, outcome, Number(process.hrtime.bigint() - started) / 1e9, 'rest');
@@ -306,26 +264,36 @@ function createHandler(options) {
     }
   }
 
+  /** The repository extension: the index, and load and unload when model control is explicit. */
   function repositoryRequest(req, res, action, name) {
-    try {
-      if (action === 'index') {
-        readJson(req)
-          .then((body) => send(res, 200, repository.index(body !== null && typeof body === 'object' && body.ready === true)))
-          .catch((err) => fail(res, 400, err.message));
-        return;
-      }
-      // A body (the protocol allows parameters) is read and ignored.
+    const claim = { bytes: 0 };
+    const type = req.headers['content-type'];
+    if (type !== undefined && !/^application\/json\s*(;|$)/i.test(type)) {
       req.resume();
-      if (!repository.models.has(name)) repository.scan();
-      if (!repository.models.has(name)) return fail(res, 404, `unknown model "${name}"`);
-      const done = action === 'load' ? repository.load(name) : repository.unload(name);
-      log(`model "${name}" ${action === 'load' ? 'loaded' : 'unloaded'} by request`);
-      done.catch(() => {});
-      send(res, 200);
-    } catch (err) {
-      if (err instanceof LoadError) return fail(res, 400, `failed to load model "${name}": ${err.message}`);
-      throw err;
+      return fail(res, 415, `the repository API takes a JSON body (Content-Type: application/json), got Content-Type ${JSON.stringify(bounded(type).slice(0, 80))}`);
     }
+    if (action !== 'index' && config.modelControl !== 'explicit') {
+      req.resume();
+      return fail(res, 403, `loading and unloading models is off: the server runs with model control "${config.modelControl}" (start it with --model-control explicit to allow it)`);
+    }
+    readBody(req, { maxBody: CONTROL_BODY, budget, claim })
+      .then((bytes) => {
+        const body = parseControlBody(bytes);
+        if (action === 'index') return send(res, 200, repository.index(body !== null && body.ready === true));
+        if (!repository.models.has(name)) repository.scan();
+        if (!repository.models.has(name)) return fail(res, 404, `unknown model ${describeName(name)}`);
+        const done = action === 'load' ? repository.load(name) : repository.unload(name);
+        log(`model "${name}" ${action === 'load' ? 'loaded' : 'unloaded'} by request`);
+        done.catch(() => {});
+        return send(res, 200);
+      })
+      .catch((err) => {
+        if (err instanceof RequestError) {
+          if (err.status !== 0) fail(res, err.status, err.message, err.headers);
+        } else if (err instanceof LoadError) fail(res, 400, `failed to load model "${name}": ${err.message}`);
+        else fail(res, 500, `internal error: ${err && err.message}`);
+      })
+      .finally(() => budget.release(claim.bytes));
   }
 
   function route(req, res, next) {
@@ -359,8 +327,9 @@ function createHandler(options) {
     if (area === 'health' && (a === 'live' || a === 'ready') && parts.length === 4) {
       if (!want('GET')) return;
       if (a === 'live') return send(res, 200);
-      const ready = !state.draining && [...repository.models.values()].every((m) => m.unloaded || m.versions.size > 0);
-      return ready ? send(res, 200) : fail(res, 503, state.draining ? 'the server is shutting down' : 'a model is not loaded');
+      if (state.draining) return fail(res, 503, 'the server is shutting down');
+      const missing = notServing();
+      return missing.length === 0 ? send(res, 200) : fail(res, 503, `not every model is loaded: ${missing.map((m) => `"${m}"`).join(', ')} ${missing.length > 1 ? 'are' : 'is'} not`);
     }
     if (area === 'models' && a !== undefined && a !== '') {
       let versionText;
@@ -403,6 +372,16 @@ function createHandler(options) {
     return fail(res, 404, `no endpoint ${method} ${p}`);
   }
 
+  /**
+   * Models that were loaded (at start, by polling or by request) and serve no version now:
+   * readiness follows them, so that a failed or unloaded model takes the server out of rotation.
+   */
+  function notServing() {
+    const out = [];
+    for (const m of repository.models.values()) if (m.stamp !== undefined && m.versions.size === 0) out.push(m.name);
+    return out;
+  }
+
   function settle() {
     state.active--;
     if (state.active === 0 && state.idle) state.idle();
@@ -423,7 +402,9 @@ function createHandler(options) {
   handler.repository = repository;
   handler.metrics = metrics;
   /** What the gRPC service (lib/serve/grpc.js) shares with this handler. */
-  handler.context = { repository, metrics, state, resolveVersion, metadata, log, maxBody: config.maxBody };
+  handler.context = { repository, metrics, state, resolveVersion, metadata, log, notServing, budget, parsers, config };
+  handler.config = config;
+  handler.budget = budget;
   /** Requests being answered. */
   Object.defineProperty(handler, 'active', { get: () => state.active });
   /** Threads parsing large JSON requests (started on first use). */
@@ -453,20 +434,78 @@ function allowed(req, res, p, m) {
   return false;
 }
 
-function readJson(req) {
-  return new Promise((resolve, reject) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('error', reject);
-    req.on('end', () => {
-      const text = Buffer.concat(chunks).toString('utf8').trim();
-      if (text === '') return resolve(null);
-      try {
-        resolve(JSON.parse(text));
-      } catch (err) {
-        reject(new Error(`the request body is not JSON: ${err.message}`));
+/** A repository request's JSON body: null when empty, else an object. */
+function parseControlBody(bytes) {
+  const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8').trim();
+  if (text === '') return null;
+  let body;
+  try {
+    body = JSON.parse(text);
+  } catch (err) {
+    throw new RequestError(400, `the request body is not JSON: ${err.message}`);
+  }
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new RequestError(400, 'the request body must be a JSON object');
+  return body;
+}
+
+/** A model name from a URL or message, quoted and cut short. */
+const describeName = (name) => JSON.stringify(typeof name === 'string' && name.length > 100 ? `${name.slice(0, 100)}…` : name);
+
+const FULL = Buffer.from('HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 59\r\n\r\n{"error":"the server has too many connections: try again"}\n');
+
+/**
+ * At most `max` connections, HTTP and gRPC together: when full, the HTTP connection idle
+ * longest between keep-alive requests is closed for the new one; with none idle, the new one
+ * is refused (HTTP: a 503).
+ */
+function connectionLimit(max, metrics) {
+  const open = new Set();
+  // Idle HTTP connections in the order they went idle: a Map keeps insertion order.
+  const idle = new Map();
+  const limit = {
+    /** Whether `socket` may stay open; counts it until it closes. */
+    admit(socket) {
+      if (open.size >= max) {
+        const oldest = idle.keys().next().value;
+        if (oldest === undefined) {
+          metrics.refuseConnection();
+          return false;
+        }
+        idle.delete(oldest);
+        oldest.destroy();
       }
-    });
+      open.add(socket);
+      socket.once('close', () => {
+        open.delete(socket);
+        idle.delete(socket);
+      });
+      return true;
+    },
+    busy(socket) {
+      idle.delete(socket);
+    },
+    idle(socket) {
+      if (open.has(socket) && !socket.destroyed) idle.set(socket, true);
+    },
+    get size() {
+      return open.size;
+    },
+  };
+  return limit;
+}
+
+function limitConnections(server, limit) {
+  // Before node:http's own listener, so that a refused connection is never parsed.
+  server.prependListener('connection', (socket) => {
+    if (limit.admit(socket)) return;
+    socket.end(FULL);
+    // A client that never reads must not keep it.
+    socket.setTimeout(1000, () => socket.destroy());
+  });
+  server.on('request', (req, res) => {
+    const socket = req.socket;
+    limit.busy(socket);
+    res.once('finish', () => limit.idle(socket));
   });
 }
 
@@ -477,7 +516,20 @@ function readJson(req) {
  */
 function createServer(options = {}) {
   const handler = createHandler(options);
-  const server = http.createServer((req, res) => handler(req, res));
+  const { config } = handler;
+  const server = http.createServer(
+    {
+      headersTimeout: config.headersTimeoutMs,
+      requestTimeout: config.requestTimeoutMs,
+      keepAliveTimeout: config.keepAliveTimeoutMs,
+      // Node checks the two timeouts above this often (30 s by default, so a slow client got its 408 after 78 s).
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(config.headersTimeoutMs / 4))),
+    },
+    (req, res) => handler(req, res),
+  );
+  const connections = connectionLimit(config.maxConnections, handler.metrics);
+  limitConnections(server, connections);
+  server.connectionCount = () => connections.size;
   server.zgc = handler;
   let shutting = null;
   let grpcServer = null;
@@ -488,7 +540,7 @@ function createServer(options = {}) {
   server.listenGrpc = (port, host = '127.0.0.1') => {
     if (grpcServer !== null) return Promise.reject(new Error('the gRPC service is already listening'));
     const { listenGrpc } = require('./grpc');
-    return listenGrpc(handler, port, host, { extensions: EXTENSIONS, version: packageVersion }).then((r) => {
+    return listenGrpc(handler, port, host, { extensions: EXTENSIONS, version: packageVersion, connections }).then((r) => {
       grpcServer = r.server;
       return r.port;
     });
