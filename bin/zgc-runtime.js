@@ -6,6 +6,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { formatNpy, NpyError, ARRAYS, decodeF16 } = require('../lib/npy');
 const { ZgcError } = require('../lib/errors');
+const { helpLines } = require('../lib/serve/limits');
 
 const USAGE = `usage: zgc-runtime <command> <artifact> [options]
 
@@ -26,11 +27,16 @@ commands:
     --pool-size N         instances per model version (a model's config.json "instances" wins; default: one per CPU)
     --max-queue N         waiting requests per model before 503 (1024)
     --timeout-ms N        a request not answered by then is a 504 (30000; 0: none)
-    --max-body SIZE       larger bodies are a 413 (64m; bytes, or k, m, g units)
-    --poll-ms N           reload models whose files changed, checked this often (2000; 0: never)
+    --model-control none|poll|explicit
+                          who loads models after start: nobody (none, the default), polling of the
+                          model files (poll), or clients, through the repository API (explicit)
+    --poll-ms N           with --model-control poll: how often changed model files are looked for (2000)
+    --config FILE         server settings from a JSON file: the createServer options (flags win)
     --shutdown-timeout-ms N  on SIGTERM/SIGINT, how long accepted requests may take (30000)
     --isolate none|process   run each instance in a process of its own (a model's config.json "isolate" wins; none)
     --grpc-port N         also serve the protocol's gRPC service there (Triton's is 8001; off unless given; needs @grpc/grpc-js)
+  limits (SIZE: bytes, or k, m, g units; defaults in brackets):
+${helpLines()}
 `;
 
 const { UsageError, parseArgs, readInput, checkInputsGiven } = require('../lib/cli-args');

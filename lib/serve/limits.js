@@ -29,7 +29,7 @@ const LIMITS = [
   { key: 'headersTimeoutMs', flag: '--headers-timeout-ms', kind: 'ms', min: 1, default: () => 10000, shown: '10000', what: "a client that has not sent a request's headers by then gets a 408 and is disconnected" },
   { key: 'requestTimeoutMs', flag: '--request-timeout-ms', kind: 'ms', min: 0, off: true, default: () => 60000, shown: '60000', what: 'the time to receive a whole request, headers and body (0: none)' },
   { key: 'keepAliveTimeoutMs', flag: '--keep-alive-timeout-ms', kind: 'ms', min: 0, default: () => 5000, shown: '5000', what: 'an idle keep-alive connection is closed after this' },
-  { key: 'maxConnections', flag: '--max-connections', kind: 'count', min: 1, default: defaultMaxConnections, shown: "three quarters of the open-file limit, at most 4096", what: 'HTTP connections open at once; when full, an idle keep-alive connection is closed for a new one, else the new one gets a 503' },
+  { key: 'maxConnections', flag: '--max-connections', kind: 'count', min: 1, default: defaultMaxConnections, shown: "three quarters of the open-file limit, at most 4096", what: 'connections open at once, HTTP and gRPC together; when full, an idle keep-alive connection is closed for a new one, else the new one gets a 503' },
   { key: 'parseTimeoutMs', flag: '--parse-timeout-ms', kind: 'ms', min: 1, default: () => 5000, shown: '5000', what: 'a large JSON request still parsing by then is a 400, and its parser thread is replaced' },
   { key: 'grpcMaxConcurrentStreams', flag: '--grpc-max-concurrent-streams', kind: 'count', min: 1, default: () => 100, shown: '100', what: 'gRPC calls at once on one HTTP/2 connection' },
   { key: 'grpcHandshakeTimeoutMs', flag: '--grpc-handshake-timeout-ms', kind: 'ms', min: 1, default: () => 10000, shown: '10000', what: "a gRPC connection that has not sent HTTP/2's preface and settings by then is closed" },
@@ -75,6 +75,10 @@ function resolveLimits(options, where) {
 }
 
 /** The --help lines of the limits. */
-const helpLines = () => LIMITS.map((l) => `    ${`${l.flag} ${l.kind === 'size' ? 'SIZE' : 'N'}`.padEnd(34)}${l.what} (${l.shown})`).join('\n');
+const helpLines = () =>
+  LIMITS.map((l) => {
+    const here = l.shown === String(l.default()) || l.shown === '64m' ? '' : `; here ${l.kind === 'size' ? `${Math.round(l.default() / 2 ** 20)}m` : l.default()}`;
+    return `    ${`${l.flag} ${l.kind === 'size' ? 'SIZE' : 'N'}`.padEnd(34)}${l.what} [${l.shown}${here}]`;
+  }).join('\n');
 
 module.exports = { MODEL_CONTROL, LIMITS, BY_KEY, resolveLimits, valueOf, ruleOf, helpLines };

@@ -1,0 +1,517 @@
+'use strict';
+
+// serve's limits, each checked at its edge: bodies on every route (oversized, truncated,
+// malformed, of the wrong type), the in-flight budget, strict framing, nesting, the parse
+// timeout, connection and header-time limits, model control, bounded messages, and gRPC's
+// decoding of hostile bytes. Clients are raw sockets, node:http and @grpc/grpc-js.
+
+const fs = require('node:fs');
+const http = require('node:http');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const grpc = require('@grpc/grpc-js');
+const { fixture } = require('./fixtures/manifest');
+const { writeModel, listenInProcess } = require('./serve/setup');
+const { parseInfer, signatureOf } = require('../lib/serve/protocol');
+const { load } = require('..');
+
+/** One request; resolves { status, headers, text, json }. */
+function request(url, { method = 'POST', headers = {}, body } = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method, headers, agent: false }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let json;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode, headers: res.headers, text, json });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** Bytes written to a fresh connection; resolves what came back when the server closed it (or after `waitMs`). */
+function raw(port, bytes, { waitMs = 5000, keepOpen = false } = {}) {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    let got = '';
+    const started = Date.now();
+    const done = () => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve({ text: got, ms: Date.now() - started });
+    };
+    const timer = setTimeout(done, waitMs);
+    socket.on('data', (d) => (got += d));
+    socket.on('close', done);
+    socket.on('error', () => {});
+    socket.write(bytes);
+    if (!keepOpen) socket.end();
+  });
+}
+
+const tensor = (name, data, shape = [data.length]) => ({ name, datatype: 'FP32', shape, data });
+const addBody = (a, b) => JSON.stringify({ inputs: [tensor('a', a), tensor('b', b)] });
+const probe = async (url) => {
+  const r = await request(`${url}/v2/models/add/infer`, { body: addBody([1, 2, 3, 4], [0.5, 0.5, 0.5, 0.5]) });
+  return r.status === 200 ? r.json.outputs[0].data : r;
+};
+
+let repo;
+beforeAll(() => {
+  repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-limits-'));
+  writeModel(repo, 'add', { 1: 'add' }, { instances: 1 });
+  writeModel(repo, 'big', { 1: 'add-1m' }, { instances: 1 });
+});
+afterAll(() => fs.rmSync(repo, { recursive: true, force: true }));
+
+describe('bodies on every route: oversized, truncated, malformed and mistyped bodies get clear answers, and the server goes on', () => {
+  let server;
+  beforeAll(async () => {
+    server = await listenInProcess([repo, '--max-body', '64k', '--model-control', 'explicit']);
+  });
+  afterAll(() => server.stop());
+
+  const routes = ['/v2/models/add/infer', '/v2/repository/index', '/v2/repository/models/add/load', '/v2/repository/models/add/unload'];
+
+  test.each(routes)('%s: a declared body over its limit is a 413 before it is read', async (route) => {
+    // Repository routes take 64 KB whatever --max-body is; infer takes --max-body (64k here).
+    const r = await request(`${server.url}${route}`, { headers: { 'content-length': String(70 * 1024) }, body: undefined }).catch((e) => e);
+    expect(r.status).toBe(413);
+    expect(r.json.error).toMatch(/the request body of 71680 bytes is over the server's limit of 65536 bytes/);
+    expect(await probe(server.url)).toEqual([1.5, 2.5, 3.5, 4.5]);
+  });
+
+  test('the repository index under a chunked body past 64 KB is a 413, and a 540 MB one never reaches memory', async () => {
+    const big = await new Promise((resolve) => {
+      const req = http.request(`${server.url}/v2/repository/index`, { method: 'POST', agent: false }, (res) => {
+        let t = '';
+        res.on('data', (d) => (t += d));
+        res.on('end', () => resolve({ status: res.statusCode, json: JSON.parse(t) }));
+      });
+      req.on('error', () => {});
+      const chunk = Buffer.alloc(16 * 1024, 0x20);
+      let sent = 0;
+      const pump = () => {
+        while (sent < 540 * 1024 * 1024 && !req.destroyed) {
+          sent += chunk.length;
+          if (!req.write(chunk)) return req.once('drain', pump);
+        }
+        req.end();
+      };
+      pump();
+    });
+    expect(big.status).toBe(413);
+    expect(big.json.error).toMatch(/over the server's limit of 65536 bytes/);
+    expect(server.server.zgc.budget.held).toBe(0);
+    expect(await probe(server.url)).toEqual([1.5, 2.5, 3.5, 4.5]);
+  });
+
+  test.each([
+    ['malformed JSON', '{"ready": tru', 400, /the request body is not JSON/],
+    ['a JSON array', '[1]', 400, /must be a JSON object/],
+    ['deep nesting', '['.repeat(30000) + ']'.repeat(30000), 400, /must be a JSON object/],
+  ])('the repository index refuses %s with a 400', async (_, body, status, message) => {
+    const r = await request(`${server.url}/v2/repository/index`, { body });
+    expect(r.status).toBe(status);
+    expect(r.json.error).toMatch(message);
+  });
+
+  test.each(routes.slice(1))('%s refuses a Content-Type other than JSON with a 415', async (route) => {
+    const r = await request(`${server.url}${route}`, { headers: { 'content-type': 'text/plain' }, body: '{}' });
+    expect(r.status).toBe(415);
+    expect(r.json.error).toBe('the repository API takes a JSON body (Content-Type: application/json), got Content-Type "text/plain"');
+  });
+
+  test('infer takes its JSON whatever the Content-Type says, as curl -d sends it', async () => {
+    const r = await request(`${server.url}/v2/models/add/infer`, { headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: addBody([1, 1, 1, 1], [2, 2, 2, 2]) });
+    expect(r.json.outputs[0].data).toEqual([3, 3, 3, 3]);
+  });
+
+  test.each(routes)('%s: a body cut off by its client leaves nothing held', async (route) => {
+    const head = `POST ${route} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"inputs": [`;
+    await raw(server.port, head, { waitMs: 300 });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(server.server.zgc.budget.held).toBe(0);
+    expect(server.server.zgc.active).toBe(0);
+    expect(await probe(server.url)).toEqual([1.5, 2.5, 3.5, 4.5]);
+  });
+
+  test.each([
+    ['1e2'],
+    ['0x10'],
+    ['1 2'],
+    ['+12'],
+    ['-1'],
+    ['12.0'],
+    ['1234567890123456'],
+  ])('Inference-Header-Content-Length %j is refused: decimal digits only (spaces around a value are HTTP\'s, gone before the server sees it)', async (value) => {
+    const body = addBody([1, 2, 3, 4], [1, 2, 3, 4]);
+    const r = await request(`${server.url}/v2/models/add/infer`, { headers: { 'inference-header-content-length': value }, body });
+    expect(r.status).toBe(400);
+    expect(r.json.error).toBe(`Inference-Header-Content-Length must be decimal digits (a byte count), got ${JSON.stringify(value)}`);
+    // The same length in digits is taken.
+    const ok = await request(`${server.url}/v2/models/add/infer`, { headers: { 'inference-header-content-length': String(Buffer.byteLength(body)) }, body });
+    expect(ok.status).toBe(200);
+  });
+});
+
+describe('the in-flight budget', () => {
+  let server;
+  beforeAll(async () => {
+    server = await listenInProcess([repo, '--max-inflight-bytes', '10m', '--max-body', '16m']);
+  });
+  afterAll(() => server.stop());
+
+  test('a declared length past what is left is a 503 with Retry-After before a byte is sent; what was held is given back', async () => {
+    // Holds 9 MB, declared, with only its first bytes sent.
+    const holder = net.connect(server.port, '127.0.0.1');
+    holder.on('error', () => {});
+    holder.write(`POST /v2/models/big/infer HTTP/1.1\r\nhost: x\r\ncontent-length: ${9 * 1024 * 1024}\r\n\r\n{"inputs":[`);
+    const until = Date.now() + 5000;
+    while (server.server.zgc.budget.held === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+    expect(server.server.zgc.budget.held).toBe(9 * 1024 * 1024);
+    // Nothing was allocated for the 9 MB declared: memory grows with the bytes that arrive.
+    const r = await request(`${server.url}/v2/models/big/infer`, { headers: { 'content-length': String(2 * 1024 * 1024) } });
+    expect(r.status).toBe(503);
+    expect(r.headers['retry-after']).toBe('1');
+    expect(r.json.error).toBe(`the server holds ${9 * 1024 * 1024} bytes of requests, near its in-flight limit of ${10 * 1024 * 1024} bytes: try again shortly`);
+    // A small request still fits.
+    expect(await probe(server.url)).toEqual([1.5, 2.5, 3.5, 4.5]);
+    const metrics = (await request(`${server.url}/metrics`, { method: 'GET' })).text;
+    expect(metrics).toMatch(/^zgc_inflight_bytes 9437184$/m);
+    expect(metrics).toMatch(/^zgc_inflight_limit_bytes 10485760$/m);
+    expect(metrics).toMatch(/^zgc_inflight_refusals_total 1$/m);
+    expect(metrics).toMatch(/zgc_inference_requests_total\{model="big",version="1",outcome="over_budget",protocol="rest"\} 1/);
+    holder.destroy();
+    const freed = Date.now() + 5000;
+    while (server.server.zgc.budget.held !== 0 && Date.now() < freed) await new Promise((r) => setTimeout(r, 10));
+    expect(server.server.zgc.budget.held).toBe(0);
+  });
+
+  test('a chunked body is counted as it arrives and refused once past the budget', async () => {
+    const r = await new Promise((resolve) => {
+      const req = http.request(`${server.url}/v2/models/big/infer`, { method: 'POST', agent: false }, (res) => {
+        let t = '';
+        res.on('data', (d) => (t += d));
+        res.on('end', () => resolve({ status: res.statusCode, json: JSON.parse(t), headers: res.headers }));
+      });
+      req.on('error', () => {});
+      const chunk = Buffer.alloc(256 * 1024, 0x20);
+      let sent = 0;
+      const pump = () => {
+        while (sent < 12 * 1024 * 1024 && !req.destroyed) {
+          sent += chunk.length;
+          if (!req.write(chunk)) return req.once('drain', pump);
+        }
+        req.end();
+      };
+      pump();
+    });
+    expect(r.status).toBe(503);
+    expect(r.headers['retry-after']).toBe('1');
+    expect(server.server.zgc.budget.held).toBe(0);
+  });
+
+  test('large bodies that fit are answered right, one after another, and hold nothing after', async () => {
+    const n = 1 << 20;
+    const a = Float32Array.from({ length: n }, (_, i) => i % 97);
+    const b = Float32Array.from({ length: n }, (_, i) => -(i % 13));
+    const head = Buffer.from(JSON.stringify({ inputs: [{ name: 'a', datatype: 'FP32', shape: [n], parameters: { binary_data_size: 4 * n } }, { name: 'b', datatype: 'FP32', shape: [n], parameters: { binary_data_size: 4 * n } }], outputs: [{ name: 'output_0', parameters: { binary_data: true } }] }));
+    const body = Buffer.concat([head, Buffer.from(a.buffer), Buffer.from(b.buffer)]);
+    for (let k = 0; k < 2; k++) {
+      const res = await new Promise((resolve) => {
+        const req = http.request(`${server.url}/v2/models/big/infer`, { method: 'POST', agent: false, headers: { 'inference-header-content-length': String(head.length) } }, (r) => {
+          const chunks = [];
+          r.on('data', (c) => chunks.push(c));
+          r.on('end', () => resolve({ status: r.statusCode, body: Buffer.concat(chunks), headers: r.headers }));
+        });
+        req.end(body);
+      });
+      expect(res.status).toBe(200);
+      const at = Number(res.headers['inference-header-content-length']);
+      const out = new Float32Array(res.body.buffer.slice(res.body.byteOffset + at, res.body.byteOffset + at + 4 * n));
+      for (let i = 0; i < n; i += 4099) expect(out[i]).toBe((i % 97) - (i % 13));
+    }
+    expect(server.server.zgc.budget.held).toBe(0);
+  });
+});
+
+describe('parsing in linear time, nesting refused by name', () => {
+  const rt = load(fixture('add'));
+  const sig = signatureOf(rt);
+  afterAll(() => rt.close());
+  const parse = (text) => {
+    const body = Buffer.from(text);
+    try {
+      parseInfer(sig, body, body.length);
+      return 'accepted';
+    } catch (err) {
+      return err.message;
+    }
+  };
+  const MB = 1 << 20;
+
+  test.each([
+    ['escaped quotes then NaN', `{"inputs":"${'\\"'.repeat(MB / 2 - 16)} NaN`],
+    ['quotes then NaN', `${'"'.repeat(MB - 4)}NaN`],
+    ['backslashes then NaN', `{"a":"${'\\\\'.repeat(MB / 2 - 16)}", "b": NaN`],
+    ['tokens', `{"inputs":[${'NaN,'.repeat(MB / 4 - 8)}NaN]}`],
+    ['open brackets and a NaN', `${'['.repeat(MB - 4)}NaN`],
+    ['open brackets', '['.repeat(MB)],
+    ['objects', '{"a":'.repeat(MB / 5)],
+    ['empty objects in a list', `{"x":[${'{},'.repeat(MB / 3 - 8)}{}]}`],
+    ['keys', `{${Array.from({ length: MB / 12 }, (_, i) => `"k${i}":1`).join(',')}}`],
+    ['strings as inputs', `{"inputs":[${'"a",'.repeat(MB / 4 - 8)}"a"]}`],
+    ['tokens in parameters', `{"parameters":{"x":[${'NaN,'.repeat(MB / 4 - 20)}NaN]}}`],
+    ['numbers in data', `{"inputs":[{"name":"a","datatype":"FP32","shape":[4],"data":[${'1,'.repeat(MB / 2 - 40)}1]}]}`],
+  ])('1 MB of %s is refused, each part of the text looked at a bounded number of times', (_, text) => {
+    const cpu = process.cpuUsage();
+    const message = parse(text);
+    const { user, system } = process.cpuUsage(cpu);
+    expect(message).not.toBe('accepted');
+    expect(message).not.toMatch(/call stack/);
+    // Quadratic work on 1 MB takes seconds; a linear pass takes a few milliseconds.
+    expect((user + system) / 1000).toBeLessThan(500);
+  });
+
+  test('nesting deeper than 256 levels is refused by name, with or without NaN', () => {
+    const deep = (n, inside) => `{"inputs":[{"name":"a","datatype":"FP32","shape":[4],"data":${'['.repeat(n)}${inside}${']'.repeat(n)}}]}`;
+    expect(parse(deep(100000, 'NaN'))).toBe('the request header nests arrays and objects deeper than 256 levels');
+    expect(parse(deep(100000, '1'))).toBe('the request header nests arrays and objects deeper than 256 levels');
+    // 256 levels in all (3 around the data) pass the scan, and fail for their shape; 257 do not.
+    expect(parse(deep(253, 'NaN'))).toMatch(/nested "data" does not match shape/);
+    expect(parse(deep(254, 'NaN'))).toBe('the request header nests arrays and objects deeper than 256 levels');
+  });
+
+  test('brackets and tokens inside strings are text, not nesting', () => {
+    const text = `{"id":"${'['.repeat(5000)} NaN \\" Infinity","inputs":[{"name":"a","datatype":"FP32","shape":[4],"data":[NaN,Infinity,-Infinity,1]},{"name":"b","datatype":"FP32","shape":[4],"data":[1,2,3,4]}]}`;
+    const body = Buffer.from(text);
+    const r = parseInfer(sig, body, body.length);
+    expect(r.id).toBe(`${'['.repeat(5000)} NaN " Infinity`);
+    expect(Array.from(r.inputs.a)).toEqual([NaN, Infinity, -Infinity, 1]);
+  });
+});
+
+describe('the parse timeout', () => {
+  let server;
+  beforeAll(async () => {
+    server = await listenInProcess([repo, '--parse-timeout-ms', '1', '--max-body', '64m']);
+  });
+  afterAll(() => server.stop());
+
+  test('a large JSON parse past the timeout is a 400, its thread replaced, and the server answers on', async () => {
+    const n = 1 << 20;
+    const data = `[${Array.from({ length: n }, (_, i) => (i % 7) + 0.25).join(',')}]`;
+    const body = `{"inputs":[{"name":"a","datatype":"FP32","shape":[${n}],"data":${data}},{"name":"b","datatype":"FP32","shape":[${n}],"data":${data}}]}`;
+    const r = await request(`${server.url}/v2/models/big/infer`, { body });
+    expect(r.status).toBe(400);
+    expect(r.json.error).toBe('the request took over 1 ms to parse and was abandoned (the server\'s parse timeout)');
+    expect(server.server.zgc.context.parsers.replaced).toBe(1);
+    expect(await probe(server.url)).toEqual([1.5, 2.5, 3.5, 4.5]);
+  });
+});
+
+describe('connections and header time', () => {
+  let server;
+  beforeAll(async () => {
+    server = await listenInProcess([repo, '--max-connections', '3', '--headers-timeout-ms', '300', '--keep-alive-timeout-ms', '30000']);
+  });
+  afterAll(() => server.stop());
+
+  test('a client sending its headers too slowly gets a 408 within the header timeout and the connection is closed', async () => {
+    const r = await raw(server.port, 'POST /v2/models/add/infer HTTP/1.1\r\nhost: x\r\n', { keepOpen: true, waitMs: 5000 });
+    expect(r.text).toMatch(/^HTTP\/1.1 408/);
+    // Node checks every quarter of the timeout: at most ~1.25 of it, and well under a second here.
+    expect(r.ms).toBeLessThan(2000);
+  });
+
+  test('when full, an idle keep-alive connection makes way for a new one; with none idle, the new one gets a 503', async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 3 });
+    const body = addBody([1, 2, 3, 4], [1, 1, 1, 1]);
+    const infer = () =>
+      new Promise((resolve) => {
+        const req = http.request(`${server.url}/v2/models/add/infer`, { method: 'POST', agent }, (res) => {
+          let t = '';
+          res.on('data', (d) => (t += d));
+          res.on('end', () => resolve(JSON.parse(t)));
+        });
+        req.end(body);
+      });
+    // Three keep-alive connections, idle after their requests.
+    await Promise.all([infer(), infer(), infer()]);
+    expect(server.server.connectionCount()).toBe(3);
+    // A fourth client gets in: one idle connection is closed for it.
+    expect(await probe(server.url)).toEqual([1.5, 2.5, 3.5, 4.5]);
+    agent.destroy();
+    await new Promise((r) => setTimeout(r, 100));
+    // Three connections that have not finished a request are not idle: a fourth is refused.
+    const silent = [0, 1, 2].map(() => net.connect(server.port, '127.0.0.1').on('error', () => {}));
+    await new Promise((r) => setTimeout(r, 100));
+    const refused = await raw(server.port, 'GET /v2/health/live HTTP/1.1\r\nhost: x\r\n\r\n', { waitMs: 2000 });
+    expect(refused.text).toMatch(/^HTTP\/1.1 503 Service Unavailable/);
+    expect(refused.text).toMatch(/too many connections/);
+    for (const s of silent) s.destroy();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(await probe(server.url)).toEqual([1.5, 2.5, 3.5, 4.5]);
+    const metrics = (await request(`${server.url}/metrics`, { method: 'GET' })).text;
+    expect(metrics).toMatch(/^zgc_connection_refusals_total 1$/m);
+  });
+});
+
+describe('model control', () => {
+  test('by default (none) load and unload are a 403 naming the flag, and nothing is unloaded', async () => {
+    const server = await listenInProcess([repo]);
+    for (const action of ['load', 'unload']) {
+      const r = await request(`${server.url}/v2/repository/models/add/${action}`, { body: '' });
+      expect(r.status).toBe(403);
+      expect(r.json.error).toBe('loading and unloading models is off: the server runs with model control "none" (start it with --model-control explicit to allow it)');
+    }
+    expect((await request(`${server.url}/v2/health/ready`, { method: 'GET' })).status).toBe(200);
+    // The index stays readable.
+    expect((await request(`${server.url}/v2/repository/index`, { body: '{}' })).json.map((m) => m.name)).toEqual(['add', 'big']);
+    await server.stop();
+  });
+
+  test('with explicit control, an unloaded model makes the server not ready until it is loaded again', async () => {
+    const server = await listenInProcess([repo, '--model-control', 'explicit']);
+    expect((await request(`${server.url}/v2/repository/models/add/unload`, { body: '' })).status).toBe(200);
+    const ready = await request(`${server.url}/v2/health/ready`, { method: 'GET' });
+    expect(ready.status).toBe(503);
+    expect(ready.json.error).toBe('not every model is loaded: "add" is not');
+    expect((await request(`${server.url}/v2/repository/models/add/load`, { body: '' })).status).toBe(200);
+    expect((await request(`${server.url}/v2/health/ready`, { method: 'GET' })).status).toBe(200);
+    await server.stop();
+  });
+
+  test('unknown model names are a 404 without the repository being read again', async () => {
+    const server = await listenInProcess([repo]);
+    writeModel(repo, 'late', { 1: 'add' }, { instances: 1 });
+    try {
+      const r = await request(`${server.url}/v2/models/late/infer`, { body: addBody([1, 2, 3, 4], [1, 2, 3, 4]) });
+      expect(r.status).toBe(404);
+      expect(r.json.error).toBe('unknown model "late"');
+    } finally {
+      fs.rmSync(path.join(repo, 'late'), { recursive: true });
+      await server.stop();
+    }
+  });
+});
+
+describe('bounded error messages', () => {
+  let server;
+  beforeAll(async () => {
+    server = await listenInProcess([repo]);
+  });
+  afterAll(() => server.stop());
+
+  test('a shape of 1,000 entries comes back elided; one of 100,000 is more values than any request of the model holds', async () => {
+    const shaped = (n) => JSON.stringify({ inputs: [tensor('a', [1, 2, 3, 4], new Array(n).fill(4)), tensor('b', [1, 2, 3, 4])] });
+    const r = await request(`${server.url}/v2/models/add/infer`, { body: shaped(1000) });
+    expect(r.status).toBe(400);
+    expect(r.json.error).toBe('input "a": shape [4,4,4,4,4,4,4,4, … 1,000 entries] given, the model takes [4]');
+    // 256 values per tensor of the model (2 inputs, 1 output) and 256 more.
+    const big = await request(`${server.url}/v2/models/add/infer`, { body: shaped(100000) });
+    expect(big.status).toBe(400);
+    expect(big.json.error).toBe('the request header holds more than 1024 values outside tensor data, more than any request of this model needs');
+  });
+
+  test('a model name of 100,000 characters is cut in the 404', async () => {
+    const name = 'm'.repeat(100000);
+    const r = await request(`${server.url}/v2/models/${name}/infer`, { body: '{}', headers: {} }).catch((e) => e);
+    // Node's header limit does not cover the path alone: the server answers, briefly.
+    if (r.status === 431) return;
+    expect(r.status).toBe(404);
+    expect(r.text.length).toBeLessThan(1024);
+    expect(r.json.error).toBe(`unknown model "${'m'.repeat(100)}…"`);
+  });
+});
+
+describe('gRPC: hostile bytes get INVALID_ARGUMENT with the reason and where', () => {
+  let server;
+  let client;
+  beforeAll(async () => {
+    server = await listenInProcess([repo, '--max-body', '512m']);
+    const port = await server.server.listenGrpc(0, '127.0.0.1');
+    // A client that sends bytes as they are: the service's ModelInfer, unencoded.
+    const Client = grpc.makeGenericClientConstructor({
+      ModelInfer: { path: '/inference.GRPCInferenceService/ModelInfer', requestStream: false, responseStream: false, requestSerialize: (b) => b, responseDeserialize: (b) => b },
+    });
+    client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), { 'grpc.max_send_message_length': -1, 'grpc.max_receive_message_length': -1 });
+  });
+  afterAll(async () => {
+    client.close();
+    await server.stop();
+  });
+  const call = (bytes) => new Promise((resolve) => client.ModelInfer(bytes, (err, res) => resolve(err ? { code: err.code, details: err.details } : { ok: res })));
+  const varint = (n) => {
+    const out = [];
+    while (n >= 0x80) {
+      out.push((n % 0x80) | 0x80);
+      n = Math.floor(n / 0x80);
+    }
+    out.push(n);
+    return Buffer.from(out);
+  };
+  const field = (number, bytes) => Buffer.concat([varint(number * 8 + 2), varint(bytes.length), bytes]);
+  const name = field(1, Buffer.from('add'));
+
+  test('malformed bytes name the reason and the byte offset', async () => {
+    expect(await call(Buffer.concat([name, Buffer.from([0x9b, 0x06])]))).toEqual({ code: grpc.status.INVALID_ARGUMENT, details: 'the request is not a valid ModelInferRequest: wire type 3 is not supported at byte 5' });
+    expect(await call(Buffer.concat([name, Buffer.from([0x2a, 0x09, 0x0a])]))).toEqual({ code: grpc.status.INVALID_ARGUMENT, details: 'the request is not a valid ModelInferRequest: truncated field at byte 5' });
+  });
+
+  test('an empty request is told that model_name is required', async () => {
+    expect(await call(Buffer.alloc(0))).toEqual({ code: grpc.status.INVALID_ARGUMENT, details: 'model_name is required: a ModelInferRequest names the model to run' });
+  });
+
+  test('a shape of 62,914,560 entries is refused from its length, before one is read, in a short message', async () => {
+    const shape = Buffer.alloc(62914560, 4);
+    const input = Buffer.concat([field(1, Buffer.from('a')), field(2, Buffer.from('FP32')), field(3, shape)]);
+    const r = await call(Buffer.concat([name, field(5, input)]));
+    expect(r.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(r.details).toMatch(/^the request is not a valid ModelInferRequest: field shape has 62,914,560 entries: a tensor has at most 64 dimensions at byte \d+$/);
+  });
+
+  test('contents longer than the model\'s largest input are refused before they are read', async () => {
+    const floats = Buffer.alloc(4 * 1000);
+    const contents = field(6, floats);
+    const input = Buffer.concat([field(1, Buffer.from('a')), field(2, Buffer.from('FP32')), Buffer.from([0x18, 0x04]), field(5, contents)]);
+    const r = await call(Buffer.concat([name, field(5, input)]));
+    expect(r.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(r.details).toMatch(/field fp32Contents has 1,000 entries: the model's largest input has 4 elements at byte \d+$/);
+  });
+
+  test('with model control none, load and unload are PERMISSION_DENIED', async () => {
+    const Repo = grpc.makeGenericClientConstructor({
+      RepositoryModelUnload: { path: '/inference.GRPCInferenceService/RepositoryModelUnload', requestStream: false, responseStream: false, requestSerialize: (b) => b, responseDeserialize: (b) => b },
+    });
+    const repoClient = new Repo(client.getChannel().getTarget().replace(/^dns:/, ''), grpc.credentials.createInsecure());
+    const r = await new Promise((resolve) => repoClient.RepositoryModelUnload(field(2, Buffer.from('add')), (err) => resolve(err)));
+    repoClient.close();
+    expect(r.code).toBe(grpc.status.PERMISSION_DENIED);
+    expect(r.details).toMatch(/model control "none"/);
+  });
+});
+
+describe('a server config file', () => {
+  test('--config sets limits and model control; flags given win', async () => {
+    const file = path.join(repo, 'server.json');
+    fs.writeFileSync(file, JSON.stringify({ maxBody: '1k', modelControl: 'explicit', headersTimeoutMs: 2000 }));
+    const server = await listenInProcess([repo, '--config', file, '--headers-timeout-ms', '3000']);
+    expect(server.server.zgc.config).toMatchObject({ maxBody: 1024, modelControl: 'explicit', headersTimeoutMs: 3000 });
+    expect(server.server.headersTimeout).toBe(3000);
+    await server.stop();
+    fs.writeFileSync(file, JSON.stringify({ maxbody: '1k' }));
+    await expect(listenInProcess([repo, '--config', file])).rejects.toThrow(`the server config ${file} has no option "maxbody" (did you mean "maxBody"?)`);
+    fs.rmSync(file);
+  });
+});
