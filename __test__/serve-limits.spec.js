@@ -334,7 +334,9 @@ describe('connections and header time', () => {
     expect(r.ms).toBeLessThan(2000);
   });
 
-  test('when full, an idle keep-alive connection makes way for a new one; with none idle, the new one gets a 503', async () => {
+  test('when full, an idle keep-alive connection makes way for a new one, then one silent for 500 ms; else the new one gets a 503', async () => {
+    await server.stop();
+    server = await listenInProcess([repo, '--max-connections', '3', '--keep-alive-timeout-ms', '30000']);
     const agent = new http.Agent({ keepAlive: true, maxSockets: 3 });
     const body = addBody([1, 2, 3, 4], [1, 1, 1, 1]);
     const infer = () =>
@@ -353,15 +355,19 @@ describe('connections and header time', () => {
     expect(await probe(server.url)).toEqual([1.5, 2.5, 3.5, 4.5]);
     agent.destroy();
     await new Promise((r) => setTimeout(r, 100));
-    // Three connections that have not finished a request are not idle: a fourth is refused.
+    // Three connections that have sent nothing yet are not idle: a fourth is refused at once...
     const silent = [0, 1, 2].map(() => net.connect(server.port, '127.0.0.1').on('error', () => {}));
     await new Promise((r) => setTimeout(r, 100));
     const refused = await raw(server.port, 'GET /v2/health/live HTTP/1.1\r\nhost: x\r\n\r\n', { waitMs: 2000 });
     expect(refused.text).toMatch(/^HTTP\/1.1 503 Service Unavailable/);
     expect(refused.text).toMatch(/too many connections/);
+    // ...but once they have been silent for half a second, a new client takes the oldest one's place.
+    await new Promise((r) => setTimeout(r, 500));
+    const closed = silent.map((s) => new Promise((r) => s.once('close', () => r(true))));
+    expect(await probe(server.url)).toEqual([1.5, 2.5, 3.5, 4.5]);
+    expect(await Promise.race([closed[0], new Promise((r) => setTimeout(() => r(false), 1000))])).toBe(true);
     for (const s of silent) s.destroy();
     await new Promise((r) => setTimeout(r, 100));
-    expect(await probe(server.url)).toEqual([1.5, 2.5, 3.5, 4.5]);
     const metrics = (await request(`${server.url}/metrics`, { method: 'GET' })).text;
     expect(metrics).toMatch(/^zgc_connection_refusals_total 1$/m);
   });
@@ -438,9 +444,10 @@ describe('bounded error messages', () => {
 describe('gRPC: hostile bytes get INVALID_ARGUMENT with the reason and where', () => {
   let server;
   let client;
+  let port;
   beforeAll(async () => {
-    server = await listenInProcess([repo, '--max-body', '512m']);
-    const port = await server.server.listenGrpc(0, '127.0.0.1');
+    server = await listenInProcess([repo, '--max-body', '512m', '--grpc-handshake-timeout-ms', '300', '--grpc-max-concurrent-streams', '7']);
+    port = await server.server.listenGrpc(0, '127.0.0.1');
     // A client that sends bytes as they are: the service's ModelInfer, unencoded.
     const Client = grpc.makeGenericClientConstructor({
       ModelInfer: { path: '/inference.GRPCInferenceService/ModelInfer', requestStream: false, responseStream: false, requestSerialize: (b) => b, responseDeserialize: (b) => b },
@@ -488,6 +495,19 @@ describe('gRPC: hostile bytes get INVALID_ARGUMENT with the reason and where', (
     const r = await call(Buffer.concat([name, field(5, input)]));
     expect(r.code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(r.details).toMatch(/field fp32Contents has 1,000 entries: the model's largest input has 4 elements at byte \d+$/);
+  });
+
+  test('a connection that sends no HTTP/2 preface is closed at the handshake timeout; the limit on streams is announced', async () => {
+    const r = await raw(port, '', { keepOpen: true, waitMs: 5000 });
+    expect(r.ms).toBeGreaterThanOrEqual(250);
+    expect(r.ms).toBeLessThan(3000);
+    const session = require('node:http2').connect(`http://127.0.0.1:${port}`);
+    const settings = await new Promise((resolve) => session.once('remoteSettings', resolve));
+    expect(settings.maxConcurrentStreams).toBe(7);
+    // Past the timeout, a handshaken connection stays open.
+    await new Promise((r) => setTimeout(r, 500));
+    expect(session.closed || session.destroyed).toBe(false);
+    session.close();
   });
 
   test('with model control none, load and unload are PERMISSION_DENIED', async () => {

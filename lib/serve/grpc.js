@@ -362,13 +362,21 @@ function listenGrpc(handler, port, host, { extensions, version, connections }) {
  * closed; past maxConnections (HTTP and gRPC together) a new one is closed at once.
  */
 function guard(h2, config, connections) {
+  // node:http2 makes a connection's session right after 'connection' (session.socket is a proxy of it).
+  let socketOf = null;
   h2.prependListener('connection', (socket) => {
+    socketOf = socket;
     if (connections !== undefined && !connections.admit(socket)) socket.destroy();
   });
   h2.on('session', (session) => {
+    const socket = socketOf;
     const timer = setTimeout(() => session.destroy(), config.grpcHandshakeTimeoutMs);
     timer.unref();
-    session.once('remoteSettings', () => clearTimeout(timer));
+    session.once('remoteSettings', () => {
+      clearTimeout(timer);
+      // Handshaken: no longer a silent connection that a new one may replace.
+      if (connections !== undefined && socket !== null) connections.busy(socket);
+    });
     session.once('close', () => clearTimeout(timer));
   });
 }

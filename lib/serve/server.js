@@ -453,36 +453,51 @@ const describeName = (name) => JSON.stringify(typeof name === 'string' && name.l
 
 const FULL = Buffer.from('HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 59\r\n\r\n{"error":"the server has too many connections: try again"}\n');
 
+/** A connection that has sent no request this long after connecting may be closed for a new one when full. */
+const SILENT_MS = 500;
+
 /**
- * At most `max` connections, HTTP and gRPC together: when full, the HTTP connection idle
- * longest between keep-alive requests is closed for the new one; with none idle, the new one
- * is refused (HTTP: a 503).
+ * At most `max` connections, HTTP and gRPC together. When full, a new connection takes the
+ * place of the HTTP connection idle longest between keep-alive requests, or else of the oldest
+ * that has sent nothing (no request, no HTTP/2 handshake) for SILENT_MS; with neither, it is
+ * refused (HTTP: a 503). So silent connections cannot shut clients out for a header timeout.
  */
 function connectionLimit(max, metrics) {
   const open = new Set();
-  // Idle HTTP connections in the order they went idle: a Map keeps insertion order.
+  // Both in the order they became so: a Map keeps insertion order.
   const idle = new Map();
+  const silent = new Map();
+  const evict = (socket) => {
+    idle.delete(socket);
+    silent.delete(socket);
+    socket.destroy();
+  };
   const limit = {
     /** Whether `socket` may stay open; counts it until it closes. */
     admit(socket) {
       if (open.size >= max) {
-        const oldest = idle.keys().next().value;
-        if (oldest === undefined) {
+        const oldestIdle = idle.keys().next().value;
+        const [oldestSilent, since] = silent.entries().next().value ?? [];
+        if (oldestIdle !== undefined) evict(oldestIdle);
+        else if (oldestSilent !== undefined && Date.now() - since >= SILENT_MS) evict(oldestSilent);
+        else {
           metrics.refuseConnection();
           return false;
         }
-        idle.delete(oldest);
-        oldest.destroy();
       }
       open.add(socket);
+      silent.set(socket, Date.now());
       socket.once('close', () => {
         open.delete(socket);
         idle.delete(socket);
+        silent.delete(socket);
       });
       return true;
     },
+    /** The connection is being answered (or has completed its HTTP/2 handshake). */
     busy(socket) {
       idle.delete(socket);
+      silent.delete(socket);
     },
     idle(socket) {
       if (open.has(socket) && !socket.destroyed) idle.set(socket, true);
