@@ -15,6 +15,7 @@ const { fixture } = require('./fixtures/manifest');
 const { writeModel, listenInProcess } = require('./serve/setup');
 const { parseInfer, signatureOf } = require('../lib/serve/protocol');
 const { load } = require('..');
+const { formatNpy } = require('../lib/npy');
 
 /** One request; resolves { status, headers, text, json }. */
 function request(url, { method = 'POST', headers = {}, body } = {}) {
@@ -70,6 +71,7 @@ beforeAll(() => {
   repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-limits-'));
   writeModel(repo, 'add', { 1: 'add' }, { instances: 1 });
   writeModel(repo, 'big', { 1: 'add-1m' }, { instances: 1 });
+  writeModel(repo, 'slow', { 1: 'slow' }, { instances: 3, parameters: { sleep_ms: 'sleep.npy' } }, { 'sleep.npy': formatNpy('f32', [], Float32Array.of(1000)) });
 });
 afterAll(() => fs.rmSync(repo, { recursive: true, force: true }));
 
@@ -171,30 +173,47 @@ describe('the in-flight budget', () => {
   });
   afterAll(() => server.stop());
 
-  test('a declared length past what is left is a 503 with Retry-After before a byte is sent; what was held is given back', async () => {
-    // Holds 9 MB, declared, with only its first bytes sent.
+  const held = () => server.server.zgc.budget.held;
+  const until = async (cond) => {
+    const end = Date.now() + 5000;
+    while (!cond() && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+  };
+
+  test('bytes received count, a declared length is never reserved: idle connections declaring 9 MB each hold nothing', async () => {
+    const idle = Array.from({ length: 10 }, () => {
+      const s = net.connect(server.port, '127.0.0.1').on('error', () => {});
+      s.write(`POST /v2/models/big/infer HTTP/1.1\r\nhost: x\r\ncontent-length: ${9 * 1024 * 1024}\r\n\r\n`);
+      return s;
+    });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(held()).toBe(0);
+    expect(await probe(server.url)).toEqual([1.5, 2.5, 3.5, 4.5]);
+    for (const s of idle) s.destroy();
+  });
+
+  test('a declared length past what is left is a 503 with Retry-After before a byte is sent; small requests still pass; what was held is given back', async () => {
+    // 9 MB received of a 9.5 MB body, the rest never sent.
     const holder = net.connect(server.port, '127.0.0.1');
     holder.on('error', () => {});
-    holder.write(`POST /v2/models/big/infer HTTP/1.1\r\nhost: x\r\ncontent-length: ${9 * 1024 * 1024}\r\n\r\n{"inputs":[`);
-    const until = Date.now() + 5000;
-    while (server.server.zgc.budget.held === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
-    expect(server.server.zgc.budget.held).toBe(9 * 1024 * 1024);
-    // Nothing was allocated for the 9 MB declared: memory grows with the bytes that arrive.
+    holder.write(`POST /v2/models/big/infer HTTP/1.1\r\nhost: x\r\ncontent-length: ${9.5 * 1024 * 1024}\r\n\r\n`);
+    holder.write(Buffer.alloc(9 * 1024 * 1024, 0x20));
+    // What is held is the buffer's capacity: doubled past 8 MB, up to the declared 9.5 MB.
+    await until(() => held() === 9.5 * 1024 * 1024);
+    expect(held()).toBe(9.5 * 1024 * 1024);
     const r = await request(`${server.url}/v2/models/big/infer`, { headers: { 'content-length': String(2 * 1024 * 1024) } });
     expect(r.status).toBe(503);
     expect(r.headers['retry-after']).toBe('1');
-    expect(r.json.error).toBe(`the server holds ${9 * 1024 * 1024} bytes of requests, near its in-flight limit of ${10 * 1024 * 1024} bytes: try again shortly`);
-    // A small request still fits.
+    expect(r.json.error).toBe(`the server holds ${9.5 * 1024 * 1024} bytes of requests, near its in-flight limit of ${10 * 1024 * 1024} bytes: try again shortly`);
+    // Bodies up to 64 KB are never refused by the budget.
     expect(await probe(server.url)).toEqual([1.5, 2.5, 3.5, 4.5]);
     const metrics = (await request(`${server.url}/metrics`, { method: 'GET' })).text;
-    expect(metrics).toMatch(/^zgc_inflight_bytes 9437184$/m);
+    expect(metrics).toMatch(/^zgc_inflight_bytes 9961472$/m);
     expect(metrics).toMatch(/^zgc_inflight_limit_bytes 10485760$/m);
     expect(metrics).toMatch(/^zgc_inflight_refusals_total 1$/m);
     expect(metrics).toMatch(/zgc_inference_requests_total\{model="big",version="1",outcome="over_budget",protocol="rest"\} 1/);
     holder.destroy();
-    const freed = Date.now() + 5000;
-    while (server.server.zgc.budget.held !== 0 && Date.now() < freed) await new Promise((r) => setTimeout(r, 10));
-    expect(server.server.zgc.budget.held).toBe(0);
+    await until(() => held() === 0);
+    expect(held()).toBe(0);
   });
 
   test('a chunked body is counted as it arrives and refused once past the budget', async () => {
@@ -334,7 +353,7 @@ describe('connections and header time', () => {
     expect(r.ms).toBeLessThan(2000);
   });
 
-  test('when full, an idle keep-alive connection makes way for a new one, then one silent for 500 ms; else the new one gets a 503', async () => {
+  test('when full, a new connection takes the place of an idle keep-alive one, else of the one heard from longest ago still owing bytes; with every one answering a whole request, it gets a 503', async () => {
     await server.stop();
     server = await listenInProcess([repo, '--max-connections', '3', '--keep-alive-timeout-ms', '30000']);
     const agent = new http.Agent({ keepAlive: true, maxSockets: 3 });
@@ -355,18 +374,41 @@ describe('connections and header time', () => {
     expect(await probe(server.url)).toEqual([1.5, 2.5, 3.5, 4.5]);
     agent.destroy();
     await new Promise((r) => setTimeout(r, 100));
-    // Three connections that have sent nothing yet are not idle: a fourth is refused at once...
-    const silent = [0, 1, 2].map(() => net.connect(server.port, '127.0.0.1').on('error', () => {}));
-    await new Promise((r) => setTimeout(r, 100));
-    const refused = await raw(server.port, 'GET /v2/health/live HTTP/1.1\r\nhost: x\r\n\r\n', { waitMs: 2000 });
-    expect(refused.text).toMatch(/^HTTP\/1.1 503 Service Unavailable/);
-    expect(refused.text).toMatch(/too many connections/);
-    // ...but once they have been silent for half a second, a new client takes the oldest one's place.
-    await new Promise((r) => setTimeout(r, 500));
+    // Three connections that have sent nothing: a new client takes the place of the oldest.
+    const silent = [];
+    for (let i = 0; i < 3; i++) {
+      silent.push(net.connect(server.port, '127.0.0.1').on('error', () => {}));
+      await new Promise((r) => setTimeout(r, 20));
+    }
     const closed = silent.map((s) => new Promise((r) => s.once('close', () => r(true))));
     expect(await probe(server.url)).toEqual([1.5, 2.5, 3.5, 4.5]);
     expect(await Promise.race([closed[0], new Promise((r) => setTimeout(() => r(false), 1000))])).toBe(true);
+    expect(silent[1].destroyed || silent[2].destroyed).toBe(false);
     for (const s of silent) s.destroy();
+    await new Promise((r) => setTimeout(r, 100));
+    // Three whose bodies stalled: the one heard from longest ago makes way.
+    const stalled = [];
+    for (let i = 0; i < 3; i++) {
+      const s = net.connect(server.port, '127.0.0.1').on('error', () => {});
+      s.write('POST /v2/models/add/infer HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{');
+      stalled.push(s);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    // The first one sends a byte again: the second is now the one heard from longest ago.
+    stalled[0].write(' ');
+    await new Promise((r) => setTimeout(r, 20));
+    const gone = new Promise((r) => stalled[1].once('close', () => r(true)));
+    expect(await probe(server.url)).toEqual([1.5, 2.5, 3.5, 4.5]);
+    expect(await Promise.race([gone, new Promise((r) => setTimeout(() => r(false), 1000))])).toBe(true);
+    for (const s of stalled) s.destroy();
+    await new Promise((r) => setTimeout(r, 100));
+    // Three whole requests being answered (a model that sleeps 1 s): a fourth is refused.
+    const busy = [0, 1, 2].map(() => request(`${server.url}/v2/models/slow/infer`, { body: JSON.stringify({ inputs: [tensor('x', [1, 2, 3, 4])] }) }).catch(() => null));
+    await new Promise((r) => setTimeout(r, 200));
+    const refused = await raw(server.port, 'GET /v2/health/live HTTP/1.1\r\nhost: x\r\n\r\n', { waitMs: 2000 });
+    expect(refused.text).toMatch(/^HTTP\/1.1 503 Service Unavailable/);
+    expect(refused.text).toMatch(/too many connections/);
+    await Promise.all(busy);
     await new Promise((r) => setTimeout(r, 100));
     const metrics = (await request(`${server.url}/metrics`, { method: 'GET' })).text;
     expect(metrics).toMatch(/^zgc_connection_refusals_total 1$/m);
@@ -383,7 +425,7 @@ describe('model control', () => {
     }
     expect((await request(`${server.url}/v2/health/ready`, { method: 'GET' })).status).toBe(200);
     // The index stays readable.
-    expect((await request(`${server.url}/v2/repository/index`, { body: '{}' })).json.map((m) => m.name)).toEqual(['add', 'big']);
+    expect((await request(`${server.url}/v2/repository/index`, { body: '{}' })).json.map((m) => m.name)).toEqual(['add', 'big', 'slow']);
     await server.stop();
   });
 

@@ -2,8 +2,8 @@
 
 // Request bodies, read under two limits: each body's own (maxBody, 413) and the server's
 // in-flight budget (maxInflightBytes, 503), the bytes every request being answered holds.
-// Memory grows with the bytes that arrive: a declared Content-Length is counted against the
-// budget but never allocated ahead.
+// Memory grows with the bytes that arrive: a declared Content-Length is checked against what
+// is left of the budget but neither reserved nor allocated ahead.
 
 const os = require('node:os');
 const { RequestError } = require('./protocol');
@@ -21,15 +21,32 @@ function defaultInflightBytes() {
   return Math.min(2 ** 31, Math.max(2 ** 28, Math.floor(memory / 8)));
 }
 
-/** The bytes held by requests being answered, against `limit`. */
+/**
+ * Bodies up to this size are never refused by the budget (only counted): small requests are
+ * answered whatever large ones hold, so the server may hold up to the limit plus this much per
+ * open connection.
+ */
+const SMALL_BODY = 1 << 16;
+
+/**
+ * The bytes of request bodies held by requests being answered, against `limit`. Only bytes
+ * received count: a declared length is checked against what is left, never reserved, so that
+ * idle connections declaring large bodies hold nothing.
+ */
 function createBudget(limit) {
   const budget = {
     limit,
     held: 0,
     refused: 0,
-    /** Takes `n` bytes, or returns false (and counts a refusal) when they would go past the limit. */
-    claim(n) {
-      if (budget.held + n > limit) {
+    /** Whether `n` more bytes fit; counts a refusal when they do not. */
+    fits(n) {
+      if (n <= SMALL_BODY || budget.held + n <= limit) return true;
+      budget.refused++;
+      return false;
+    },
+    /** Takes `n` bytes for a body now `total` long, or returns false (a refusal) past the limit. */
+    claim(n, total = n) {
+      if (total > SMALL_BODY && budget.held + n > limit) {
         budget.refused++;
         return false;
       }
@@ -56,25 +73,24 @@ function alignedBody(length, headerLength) {
 /**
  * The whole body of `req`, at most `maxBody` bytes, held against `budget` until `claim.release()`.
  * For a binary request (`headerLength` given) the binary part starts 8-byte aligned, so that
- * its tensors are read in place. `claim` is `{ bytes }`, the bytes this request holds now.
+ * its tensors are read in place. `claim` is `{ bytes }`, the buffer bytes this request holds
+ * now (its capacity, which grows by doubling up to the declared length).
  */
 function readBody(req, { maxBody, budget, claim, headerLength }) {
   return new Promise((resolve, reject) => {
     const declared = req.headers['content-length'];
     const length = declared === undefined ? -1 : Number(declared);
     if (length > maxBody) return reject(new RequestError(413, `the request body of ${length} bytes is over the server's limit of ${maxBody} bytes`, { connection: 'close' }));
-    // Counted before a byte is read: past the budget, the body is never read.
-    if (length > 0) {
-      if (!budget.claim(length)) return reject(overBudget(budget));
-      claim.bytes = length;
-    }
+    // Checked before a byte is read: a body that cannot fit now is never read.
+    if (length > 0 && !budget.fits(length)) return reject(overBudget(budget));
     const limit = length >= 0 ? length : maxBody;
     const make = (n) => (headerLength === undefined ? Buffer.from(new ArrayBuffer(n)) : alignedBody(n, headerLength));
     let into = null;
     let got = 0;
     const refuse = (err) => {
       req.off('data', onData);
-      req.resume();
+      // Not read on: the client is held back by TCP until the connection closes after the answer.
+      req.pause();
       reject(err);
     };
     const onData = (chunk) => {
@@ -84,18 +100,24 @@ function readBody(req, { maxBody, budget, claim, headerLength }) {
           ? new RequestError(400, `the request body is longer than its Content-Length of ${length}`, { connection: 'close' })
           : new RequestError(413, `the request body is over the server's limit of ${maxBody} bytes`, { connection: 'close' }));
       }
-      if (end > claim.bytes) {
-        // A body of no declared length is counted as it arrives.
-        if (!budget.claim(end - claim.bytes)) return refuse(overBudget(budget));
-        claim.bytes = end;
-      }
-      if (into === null && end === limit && headerLength === undefined) {
-        // The whole body in one chunk: taken as it is.
-        into = chunk;
-      } else if (into === null || end > into.length) {
-        const grown = make(Math.min(limit, Math.max(FIRST_CAPACITY, end, into === null ? 0 : 2 * into.length)));
-        if (into !== null) grown.set(into.subarray(0, got));
-        into = grown;
+      // The memory held is what counts: each growth of the buffer is claimed before it is made,
+      // and past the budget (others' bodies filled it meanwhile) the body is refused midway.
+      const whole = into === null && end === limit && headerLength === undefined;
+      if (whole || into === null || end > into.length) {
+        // Doubling, and straight to the declared length once an eighth of it has come: the
+        // buffers left behind (garbage until collected) stay under a quarter of the body.
+        const doubled = Math.max(FIRST_CAPACITY, end, into === null ? 0 : 2 * into.length);
+        const capacity = whole ? chunk.length : Math.min(limit, length >= 0 && end >= length / 8 ? length : doubled);
+        if (!budget.claim(capacity - claim.bytes, capacity)) return refuse(overBudget(budget));
+        claim.bytes = capacity;
+        if (whole) {
+          // The whole body in one chunk: taken as it is.
+          into = chunk;
+        } else {
+          const grown = make(capacity);
+          if (into !== null) grown.set(into.subarray(0, got));
+          into = grown;
+        }
       }
       if (into !== chunk) into.set(chunk, got);
       got = end;
@@ -115,4 +137,4 @@ function readBody(req, { maxBody, budget, claim, headerLength }) {
   });
 }
 
-module.exports = { readBody, createBudget, defaultInflightBytes, overBudget };
+module.exports = { readBody, createBudget, defaultInflightBytes, overBudget, SMALL_BODY };

@@ -375,7 +375,7 @@ function guard(h2, config, connections) {
     session.once('remoteSettings', () => {
       clearTimeout(timer);
       // Handshaken: no longer a silent connection that a new one may replace.
-      if (connections !== undefined && socket !== null) connections.busy(socket);
+      if (connections !== undefined && socket !== null) connections.handshaken(socket);
     });
     session.once('close', () => clearTimeout(timer));
   });

@@ -75,7 +75,18 @@ function send(res, status, body, headers) {
   if (headers) Object.assign(h, headers);
   res.writeHead(status, h);
   res.end(text);
+  // A body refused midway is not read on (lib/serve/body.js pauses it): once the answer is out,
+  // the connection goes, a moment later, so that the client can read the answer first.
+  if (h.connection === 'close' && res.req && !res.req.complete) {
+    res.once('finish', () => {
+      const socket = res.socket;
+      if (socket) setTimeout(() => socket.destroy(), LINGER_MS).unref();
+    });
+  }
 }
+
+/** How long a connection whose body was refused stays open after its answer. */
+const LINGER_MS = 200;
 
 const fail = (res, status, message, headers) => send(res, status, { error: message }, headers);
 
@@ -453,54 +464,78 @@ const describeName = (name) => JSON.stringify(typeof name === 'string' && name.l
 
 const FULL = Buffer.from('HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 59\r\n\r\n{"error":"the server has too many connections: try again"}\n');
 
-/** A connection that has sent no request this long after connecting may be closed for a new one when full. */
-const SILENT_MS = 500;
-
 /**
  * At most `max` connections, HTTP and gRPC together. When full, a new connection takes the
- * place of the HTTP connection idle longest between keep-alive requests, or else of the oldest
- * that has sent nothing (no request, no HTTP/2 handshake) for SILENT_MS; with neither, it is
- * refused (HTTP: a 503). So silent connections cannot shut clients out for a header timeout.
+ * place of the HTTP connection idle longest between keep-alive requests, or else of the one
+ * that has received nothing for longest while it still owes bytes (no complete request yet:
+ * silent, slow, or a body stalled); only when every connection is handshaken gRPC or has a
+ * whole request being answered is it refused (HTTP: a 503). So a flood of connections that
+ * send nothing, or stop sending, displaces itself, never clients with something to ask.
  */
 function connectionLimit(max, metrics) {
   const open = new Set();
-  // Both in the order they became so: a Map keeps insertion order.
+  // Each in the order of its sockets' last event: a Map keeps insertion order.
   const idle = new Map();
-  const silent = new Map();
+  const receiving = new Map();
+  const requests = new WeakMap();
   const evict = (socket) => {
     idle.delete(socket);
-    silent.delete(socket);
+    receiving.delete(socket);
     socket.destroy();
+  };
+  const owesBytes = (socket) => {
+    const req = requests.get(socket);
+    return req === undefined || !req.complete;
   };
   const limit = {
     /** Whether `socket` may stay open; counts it until it closes. */
     admit(socket) {
       if (open.size >= max) {
-        const oldestIdle = idle.keys().next().value;
-        const [oldestSilent, since] = silent.entries().next().value ?? [];
-        if (oldestIdle !== undefined) evict(oldestIdle);
-        else if (oldestSilent !== undefined && Date.now() - since >= SILENT_MS) evict(oldestSilent);
-        else {
+        let victim = idle.keys().next().value;
+        if (victim === undefined) {
+          for (const s of receiving.keys()) {
+            if (owesBytes(s)) {
+              victim = s;
+              break;
+            }
+          }
+        }
+        if (victim === undefined) {
           metrics.refuseConnection();
           return false;
         }
+        evict(victim);
       }
       open.add(socket);
-      silent.set(socket, Date.now());
+      receiving.set(socket, true);
       socket.once('close', () => {
         open.delete(socket);
         idle.delete(socket);
-        silent.delete(socket);
+        receiving.delete(socket);
       });
       return true;
     },
-    /** The connection is being answered (or has completed its HTTP/2 handshake). */
-    busy(socket) {
+    /** An HTTP request began on `socket`. */
+    request(socket, req) {
       idle.delete(socket);
-      silent.delete(socket);
+      requests.set(socket, req);
+      // Heard from now, and again with each part of its body (node:http reads the socket
+      // itself, emitting no 'data' there): the least recently heard from goes first.
+      const heard = () => {
+        if (receiving.delete(socket) || (open.has(socket) && !req.complete)) receiving.set(socket, true);
+      };
+      heard();
+      if (!req.complete) req.on('data', heard);
     },
+    /** Its response is written: the connection is idle until its next request. */
     idle(socket) {
+      requests.delete(socket);
+      receiving.delete(socket);
       if (open.has(socket) && !socket.destroyed) idle.set(socket, true);
+    },
+    /** A gRPC connection completed its HTTP/2 handshake: never displaced (its idle timeout closes it). */
+    handshaken(socket) {
+      receiving.delete(socket);
     },
     get size() {
       return open.size;
@@ -519,7 +554,7 @@ function limitConnections(server, limit) {
   });
   server.on('request', (req, res) => {
     const socket = req.socket;
-    limit.busy(socket);
+    limit.request(socket, req);
     res.once('finish', () => limit.idle(socket));
   });
 }
