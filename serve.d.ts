@@ -12,8 +12,34 @@ export interface ServeOptions {
   timeoutMs?: number
   /** Larger request bodies are a 413 (default 64 MiB): bytes, or a size such as '64m', '512k', '1.5g'. */
   maxBody?: number | string
-  /** How often changed model files are looked for and reloaded; 0: never (default 2000). */
+  /** With modelControl 'poll': how often changed model files are looked for and reloaded; 0: never (default 2000). */
   pollMs?: number
+  /**
+   * Who loads and unloads models after start, as Triton's --model-control-mode: nobody
+   * ('none', the default: load and unload answer 403), polling of the model files ('poll'),
+   * or clients through the repository API ('explicit').
+   */
+  modelControl?: 'none' | 'poll' | 'explicit'
+  /** A JSON file of these options (but log); options given here win. */
+  config?: string
+  /** Bytes of request bodies all requests being answered may hold; past it a 503 with Retry-After (default: an eighth of memory, 256 MiB to 2 GiB). */
+  maxInflightBytes?: number | string
+  /** A client that has not sent a request's headers by then gets a 408 (default 10000). */
+  headersTimeoutMs?: number
+  /** The time to receive a whole request; 0: none (default 60000). */
+  requestTimeoutMs?: number
+  /** An idle keep-alive connection is closed after this (default 5000). */
+  keepAliveTimeoutMs?: number
+  /** Connections open at once, HTTP and gRPC together (default: 3/4 of the open-file limit, at most 4096). */
+  maxConnections?: number
+  /** A large JSON request still parsing by then is a 400 and its parser thread replaced (default 5000). */
+  parseTimeoutMs?: number
+  /** gRPC calls at once on one HTTP/2 connection (default 100). */
+  grpcMaxConcurrentStreams?: number
+  /** A gRPC connection without HTTP/2's preface and settings by then is closed (default 10000). */
+  grpcHandshakeTimeoutMs?: number
+  /** A gRPC connection without calls this long is closed; 0: never (default 300000). */
+  grpcIdleTimeoutMs?: number
   /** Default offload policy of the pools (see LoadOptions.offload). */
   offload?: 'auto' | 'always' | 'never'
   /** Default isolation of every model's instances (a model's config.json "isolate" wins; docs/isolation.md). */

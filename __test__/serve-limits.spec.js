@@ -16,6 +16,7 @@ const { writeModel, listenInProcess } = require('./serve/setup');
 const { parseInfer, signatureOf } = require('../lib/serve/protocol');
 const { load } = require('..');
 const { formatNpy } = require('../lib/npy');
+const { LIMITS } = require('../lib/serve/limits');
 
 /** One request; resolves { status, headers, text, json }. */
 function request(url, { method = 'POST', headers = {}, body } = {}) {
@@ -577,3 +578,14 @@ describe('a server config file', () => {
     fs.rmSync(file);
   });
 });
+
+test('docs/serving.md and --help list every limit with its default', () => {
+  const page = fs.readFileSync(path.join(__dirname, '..', 'docs', 'serving.md'), 'utf8');
+  const section = page.slice(page.indexOf('## A public endpoint: limits'));
+  const rows = section.slice(0, section.indexOf('\n## ', 5)).split('\n').filter((l) => /^\| `--/.test(l));
+  expect(rows.map((l) => /^\| `([^`]+)`/.exec(l)[1])).toEqual(LIMITS.map((l) => l.flag));
+  for (const l of LIMITS) expect(rows).toContainEqual(expect.stringContaining(`| \`${l.flag}\` | ${l.shown} |`));
+  const help = require('node:child_process').execFileSync(process.execPath, [path.join(__dirname, '..', 'bin', 'zgc-runtime.js'), '--help'], { encoding: 'utf8' });
+  for (const l of LIMITS) expect(help).toMatch(new RegExp(`^    ${l.flag} (SIZE|N) +.*\\[${l.shown.replace(/[()]/g, '\\$&')}`, 'm'));
+});
+

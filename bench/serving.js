@@ -4,7 +4,9 @@
 // node:http server answering the same bodies with no model, and the hand glue of
 // examples/service.js. Each server is its own process (the load generator has the other core);
 // rounds alternate between contenders and each figure is the median of its rounds.
-//   node bench/serving.js [--quick]
+//   node bench/serving.js [--quick] [--tiny] [--baseline REF]
+// --baseline REF also serves the JavaScript of git REF (with this checkout's addon), and
+// --tiny runs only the tiny REST and gRPC loads: together, a change's cost side by side.
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -170,11 +172,26 @@ async function pythonServers({ duration, rounds, tinyBody, bigJsonBody, bigBody,
   return out;
 }
 
-async function serving({ quick = false, python = false } = {}) {
+/**
+ * A checkout of `ref` beside this one (target/baseline-<ref>), sharing node_modules and this
+ * checkout's built addon: for comparing JavaScript changes side by side in one run.
+ */
+function baselineCheckout(ref) {
+  const { execFileSync } = require('node:child_process');
+  const dir = path.join(root, 'target', `baseline-${ref.replace(/[^\w.-]/g, '_')}`);
+  if (!fs.existsSync(dir)) execFileSync('git', ['worktree', 'add', '--detach', dir, ref], { cwd: root, stdio: 'ignore' });
+  if (!fs.existsSync(path.join(dir, 'node_modules'))) fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
+  for (const f of fs.readdirSync(root).filter((n) => n.endsWith('.node') || n.startsWith('zgc-runtime-host.'))) fs.copyFileSync(path.join(root, f), path.join(dir, f));
+  return dir;
+}
+
+async function serving({ quick = false, python = false, baseline = null, tinyOnly = false } = {}) {
   const rounds = quick ? 2 : 3;
   const duration = quick ? 3 : 5;
   const repo = repository();
-  const zgc = await start([path.join(root, 'bin', 'zgc-runtime.js'), 'serve', repo, '--port', '0', '--poll-ms', '0', '--max-body', '64m', '--grpc-port', '0']);
+  const serveArgs = [repo, '--port', '0', '--poll-ms', '0', '--max-body', '64m', '--grpc-port', '0'];
+  const zgc = await start([path.join(root, 'bin', 'zgc-runtime.js'), 'serve', ...serveArgs]);
+  const base = baseline === null ? null : await start([path.join(baselineCheckout(baseline), 'bin', 'zgc-runtime.js'), 'serve', ...serveArgs]);
   // The tiny model over gRPC (raw contents, as tritonclient sends them), checked once.
   const { encodeInferRequest, decodeInferResponse } = require('./grpc-messages');
   const tinyGrpc = encodeInferRequest('tiny', [['a', 'FP32', [4], Float32Array.of(1, 2, 3, 4)], ['b', 'FP32', [4], Float32Array.of(0.5, 0.5, 0.5, 0.5)]]);
@@ -247,6 +264,11 @@ async function serving({ quick = false, python = false } = {}) {
     mlpZgc: () => cannon(`${zgc.url}/v2/models/mlp/infer`, { body: mlpBody, duration }),
     mlpGlue: () => cannon(`${glue.url}/predict`, { body: glueBody, headers: { 'content-type': 'application/json' }, duration }),
   };
+  if (base !== null) {
+    cases.tinyBaseline = () => cannon(`${base.url}/v2/models/tiny/infer`, { body: tinyBody, duration });
+    cases.tinyGrpcBaseline = () => grpcLoad(base.grpc, tinyGrpc, { expected: TINY_EXPECTED, replyBytes: tinyGrpcReply.length, duration });
+  }
+  if (tinyOnly) for (const k of Object.keys(cases)) if (!/^tiny(Grpc)?(Zgc|Baseline)$/.test(k)) delete cases[k];
   const runs = Object.fromEntries(Object.keys(cases).map((k) => [k, []]));
   for (let r = 0; r < rounds; r++) {
     for (const [k, fn] of Object.entries(cases)) {
@@ -254,7 +276,14 @@ async function serving({ quick = false, python = false } = {}) {
       runs[k].push(await fn());
     }
   }
-  await Promise.all([zgc, bareJson, bareEcho, bareGrpc, glue].map((s) => s.stop()));
+  await Promise.all([zgc, bareJson, bareEcho, bareGrpc, glue, ...(base ? [base] : [])].map((s) => s.stop()));
+  if (tinyOnly) {
+    fs.rmSync(repo, { recursive: true, force: true });
+    const fig = (k) => ({ rps: median(runs[k].map((x) => x.rps)), p50: median(runs[k].map((x) => x.p50)), p99: median(runs[k].map((x) => x.p99)) });
+    const out = Object.fromEntries(Object.keys(cases).map((k) => [k, fig(k)]));
+    if (base) out.ratios = { tinyVsBaseline: out.tinyZgc.rps / out.tinyBaseline.rps, tinyGrpcVsBaseline: out.tinyGrpcZgc.rps / out.tinyGrpcBaseline.rps };
+    return out;
+  }
   const expectBig = (data) => {
     for (let k = 0; k < N1M; k += 4099) if (Math.fround(data[k]) !== bigJsonExpected[k] && Math.fround(data[k]) !== a[k] + 1) return false;
     return data.length === N1M;
@@ -312,8 +341,9 @@ function reportServing(s) {
 module.exports = { serving, reportServing };
 
 if (require.main === module) {
-  serving({ quick: process.argv.includes('--quick'), python: process.argv.includes('--python-servers') }).then(
-    (s) => console.log(reportServing(s)),
+  const at = process.argv.indexOf('--baseline');
+  serving({ quick: process.argv.includes('--quick'), python: process.argv.includes('--python-servers'), baseline: at > 0 ? process.argv[at + 1] : null, tinyOnly: process.argv.includes('--tiny') }).then(
+    (s) => console.log(process.argv.includes('--tiny') ? JSON.stringify(s, null, 1) : reportServing(s)),
     (err) => {
       console.error(err);
       process.exit(1);

@@ -89,6 +89,9 @@ console.log(ptoUsage);
 
 async function serveUsage(): Promise<void> {
   const server = createServer({ models: ['models/', 'add=add.so'], poolSize: 2, timeoutMs: 1000, log: console.error });
+  createServer({ models: 'models/', modelControl: 'explicit', maxInflightBytes: '1g', headersTimeoutMs: 5000, maxConnections: 100, grpcMaxConcurrentStreams: 8 });
+  // @ts-expect-error model control is none, poll or explicit
+  createServer({ models: 'models/', modelControl: 'auto' });
   server.listen(8000);
   const handler: ServeHandler = createHandler({ models: 'repo' });
   const rows: RepositoryIndexEntry[] = handler.repository.index(true);

@@ -5,21 +5,10 @@
 // Memory grows with the bytes that arrive: a declared Content-Length is checked against what
 // is left of the budget but neither reserved nor allocated ahead.
 
-const os = require('node:os');
 const { RequestError } = require('./protocol');
 
 /** A body's first buffer; it doubles as bytes arrive, up to the declared length. */
 const FIRST_CAPACITY = 1 << 16;
-
-/**
- * The default in-flight budget: an eighth of the memory this process may use (the cgroup's
- * limit where one is set), at least 256 MiB and at most 2 GiB.
- */
-function defaultInflightBytes() {
-  const constrained = typeof process.constrainedMemory === 'function' ? process.constrainedMemory() : 0;
-  const memory = constrained > 0 && constrained < os.totalmem() ? constrained : os.totalmem();
-  return Math.min(2 ** 31, Math.max(2 ** 28, Math.floor(memory / 8)));
-}
 
 /**
  * Bodies up to this size are never refused by the budget (only counted): small requests are
@@ -137,4 +126,4 @@ function readBody(req, { maxBody, budget, claim, headerLength }) {
   });
 }
 
-module.exports = { readBody, createBudget, defaultInflightBytes, overBudget, SMALL_BODY };
+module.exports = { readBody, createBudget, overBudget, SMALL_BODY };

@@ -3,10 +3,21 @@
 // Every limit the server keeps, in one table: its createServer option, CLI flag and config
 // key, kind, default and what it bounds. The CLI, createServer, `--help` and docs/serving.md
 // all read from here, so that a limit cannot exist in one place and be missing in another.
+// Nothing here needs the native addon: the CLI reads it before any addon is built.
 
 const fs = require('node:fs');
-const { defaultInflightBytes } = require('./body');
+const os = require('node:os');
 const { parseSize, SIZE_RULE } = require('../options');
+
+/**
+ * The default in-flight budget: an eighth of the memory this process may use (the cgroup's
+ * limit where one is set), at least 256 MiB and at most 2 GiB.
+ */
+function defaultInflightBytes() {
+  const constrained = typeof process.constrainedMemory === 'function' ? process.constrainedMemory() : 0;
+  const memory = constrained > 0 && constrained < os.totalmem() ? constrained : os.totalmem();
+  return Math.min(2 ** 31, Math.max(2 ** 28, Math.floor(memory / 8)));
+}
 
 /** Three quarters of the process's open-file limit (read on Linux), at most 4096. */
 function defaultMaxConnections() {
@@ -25,7 +36,7 @@ function defaultMaxConnections() {
  */
 const LIMITS = [
   { key: 'maxBody', flag: '--max-body', kind: 'size', min: 1, default: () => 64 * 1024 * 1024, shown: '64m', what: 'a larger request body is a 413 (gRPC: the largest message)' },
-  { key: 'maxInflightBytes', flag: '--max-inflight-bytes', kind: 'size', min: 1, default: defaultInflightBytes, shown: "an eighth of the machine's memory, from 256m to 2g", what: 'bytes of request bodies all requests being answered may hold; past it a request is a 503 with Retry-After before its body is read' },
+  { key: 'maxInflightBytes', flag: '--max-inflight-bytes', kind: 'size', min: 1, default: defaultInflightBytes, shown: "an eighth of memory (the cgroup's limit where set), from 256m to 2g", what: 'bytes of request bodies all requests being answered may hold; past it a request is a 503 with Retry-After before its body is read' },
   { key: 'headersTimeoutMs', flag: '--headers-timeout-ms', kind: 'ms', min: 1, default: () => 10000, shown: '10000', what: "a client that has not sent a request's headers by then gets a 408 and is disconnected" },
   { key: 'requestTimeoutMs', flag: '--request-timeout-ms', kind: 'ms', min: 0, off: true, default: () => 60000, shown: '60000', what: 'the time to receive a whole request, headers and body (0: none)' },
   { key: 'keepAliveTimeoutMs', flag: '--keep-alive-timeout-ms', kind: 'ms', min: 0, default: () => 5000, shown: '5000', what: 'an idle keep-alive connection is closed after this' },
