@@ -20,6 +20,12 @@ export interface ServeOptions {
    * or clients through the repository API ('explicit').
    */
   modelControl?: 'none' | 'poll' | 'explicit'
+  /**
+   * Restricted API categories in Triton's form, `'model-repository,inference:admin-key=s3cret'`:
+   * requests of those categories (health, metadata, inference, model-config,
+   * model-repository, metrics) need that header (gRPC: metadata), else 403 / PERMISSION_DENIED.
+   */
+  restrictedApi?: string | readonly string[]
   /** A JSON file of these options (but log); options given here win. */
   config?: string
   /** Bytes of request bodies all requests being answered may hold; past it a 503 with Retry-After (default: an eighth of memory, 256 MiB to 2 GiB). */

@@ -115,6 +115,7 @@ describe('serve', () => {
         'm', '--max-inflight-bytes', '1g', '--headers-timeout-ms=2000', '--request-timeout-ms', '0', '--keep-alive-timeout-ms', '100',
         '--max-connections', '50', '--parse-timeout-ms', '300', '--grpc-max-concurrent-streams=8', '--grpc-handshake-timeout-ms', '500',
         '--grpc-idle-timeout-ms', '0', '--model-control', 'explicit', '--config', 'server.json',
+        '--restricted-api', 'model-repository:admin-key=s3cret', '--restricted-api=inference,metrics:x-infer=a=b',
       ]),
     ).toEqual({
       command: 'serve',
@@ -132,12 +133,17 @@ describe('serve', () => {
       grpcIdleTimeoutMs: 0,
       modelControl: 'explicit',
       config: 'server.json',
+      restrictedApi: ['model-repository:admin-key=s3cret', 'inference,metrics:x-infer=a=b'],
     });
   });
 
   const integer = (min) => `an integer >= ${min}`;
   test.each([
     [['--model-control', 'auto'], '--model-control must be none, poll, explicit, got "auto"'],
+    [['--restricted-api', 'inference'], '--restricted-api must be CATEGORY[,CATEGORY...]:HEADER=VALUE, categories from health, metadata, inference, model-config, model-repository, metrics; got "inference"'],
+    [['--restricted-api', 'shared-memory:k=v'], '--restricted-api: unknown category "shared-memory" (categories: health, metadata, inference, model-config, model-repository, metrics)'],
+    [['--restricted-api', 'health,health:k=v'], '--restricted-api: category health is restricted twice'],
+    [['--restricted-api', 'health:a b=v'], '--restricted-api must be CATEGORY[,CATEGORY...]:HEADER=VALUE, categories from health, metadata, inference, model-config, model-repository, metrics; got "health:a b=v"'],
     [['--headers-timeout-ms', '0'], `--headers-timeout-ms must be ${integer(1)}, got "0"`],
     [['--max-connections', '1.5'], `--max-connections must be ${integer(1)}, got "1.5"`],
     [['--max-connections', ''], `--max-connections must be ${integer(1)}, got ""`],
@@ -163,10 +169,10 @@ describe('serve', () => {
     [['--port', '8k'], '--port must be a port from 0 to 65535, got "8k"'],
     [['--pool-size=2k'], `--pool-size must be ${integer(1)}, got "2k"`],
     [['--timeout-ms', '1m'], `--timeout-ms must be ${integer(0)}, got "1m"`],
-    [['--prot', '80'], 'serve does not take "--prot" (did you mean "--port"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --config, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
-    [['--maxbody=1m'], 'serve does not take "--maxbody=1m" (did you mean "--max-body"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --config, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
-    [['--verbose'], 'serve does not take "--verbose" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --config, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
-    [['--colour=red'], 'serve does not take "--colour=red" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --config, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
+    [['--prot', '80'], 'serve does not take "--prot" (did you mean "--port"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --restricted-api, --config, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
+    [['--maxbody=1m'], 'serve does not take "--maxbody=1m" (did you mean "--max-body"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --restricted-api, --config, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
+    [['--verbose'], 'serve does not take "--verbose" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --restricted-api, --config, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
+    [['--colour=red'], 'serve does not take "--colour=red" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --restricted-api, --config, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
     [['--port'], '--port needs a value'],
     [['--host'], '--host needs a value'],
   ])('%j is refused', (flags, message) => {

@@ -138,7 +138,7 @@ describe('options objects refuse unknown keys, naming the nearest valid one', ()
     const { createServer } = require('../serve');
     const models = [`add=${fixture('add')}`];
     expect(() => createServer({ models, maxbody: 5 })).toThrow(new TypeError(
-      'createServer() has no option "maxbody" (did you mean "maxBody"?); it takes models, config, poolSize, maxQueue, timeoutMs, pollMs, shutdownTimeoutMs, offload, isolate, modelControl, maxBody, maxInflightBytes, headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections, parseTimeoutMs, grpcMaxConcurrentStreams, grpcHandshakeTimeoutMs, grpcIdleTimeoutMs, log',
+      'createServer() has no option "maxbody" (did you mean "maxBody"?); it takes models, config, poolSize, maxQueue, timeoutMs, pollMs, shutdownTimeoutMs, offload, isolate, modelControl, restrictedApi, maxBody, maxInflightBytes, headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections, parseTimeoutMs, grpcMaxConcurrentStreams, grpcHandshakeTimeoutMs, grpcIdleTimeoutMs, log',
     ));
     expect(() => createServer({ models, maxBody: '64 furlongs' })).toThrow(RangeError);
     expect(() => createServer({ models, maxBody: '0k' })).toThrow(/maxBody must be a size/);

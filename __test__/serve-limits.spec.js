@@ -134,6 +134,24 @@ describe('bodies on every route: oversized, truncated, malformed and mistyped bo
     expect(r.json.error).toBe('the repository API takes a JSON body (Content-Type: application/json), got Content-Type "text/plain"');
   });
 
+  test.each(['/v2/health/live', '/v2/health/ready', '/v2', '/v2/models/add', '/metrics'])('GET %s with a 10 MB body is answered; the body is not kept', async (route) => {
+    const body = Buffer.alloc(10 * 1024 * 1024, 0x7b);
+    const r = await raw(server.port, Buffer.concat([Buffer.from(`GET ${route} HTTP/1.1\r\nhost: x\r\ncontent-length: ${body.length}\r\n\r\n`), body]), { waitMs: 1000 });
+    expect(r.text).toMatch(/^HTTP\/1.1 200 OK/);
+    expect(server.server.zgc.budget.held).toBe(0);
+  });
+
+  test('a metrics collector that fails is a 500, and the process goes on', async () => {
+    const registry = server.server.zgc.metrics.registry;
+    const client = require('prom-client');
+    const broken = new client.Gauge({ name: 'zgc_test_broken', help: 'throws', registers: [registry], collect() { throw new Error('collector broke'); } });
+    const r = await request(`${server.url}/metrics`, { method: 'GET' });
+    registry.removeSingleMetric(broken.name);
+    expect(r.status).toBe(500);
+    expect(r.json.error).toBe('internal error: the metrics could not be collected: collector broke');
+    expect((await request(`${server.url}/metrics`, { method: 'GET' })).status).toBe(200);
+  });
+
   test('infer takes its JSON whatever the Content-Type says, as curl -d sends it', async () => {
     const r = await request(`${server.url}/v2/models/add/infer`, { headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: addBody([1, 1, 1, 1], [2, 2, 2, 2]) });
     expect(r.json.outputs[0].data).toEqual([3, 3, 3, 3]);
@@ -452,6 +470,69 @@ describe('model control', () => {
       fs.rmSync(path.join(repo, 'late'), { recursive: true });
       await server.stop();
     }
+  });
+});
+
+describe('restricted API categories (Triton\'s --http-restricted-api form)', () => {
+  let server;
+  let port;
+  beforeAll(async () => {
+    server = await listenInProcess([repo, '--model-control', 'explicit', '--restricted-api', 'model-repository,metrics:admin-key=s3cret', '--restricted-api', 'inference:x-infer=ok']);
+    port = await server.server.listenGrpc(0, '127.0.0.1');
+  });
+  afterAll(() => server.stop());
+
+  test.each([
+    ['POST', '/v2/repository/index', 'model-repository', 'admin-key', 's3cret'],
+    ['POST', '/v2/repository/models/add/load', 'model-repository', 'admin-key', 's3cret'],
+    ['GET', '/metrics', 'metrics', 'admin-key', 's3cret'],
+    ['POST', '/v2/models/add/infer', 'inference', 'x-infer', 'ok'],
+  ])('%s %s: 403 without the header or with a wrong value, answered with it', async (method, route, category, header, value) => {
+    const body = method === 'POST' ? (route.endsWith('infer') ? addBody([1, 2, 3, 4], [1, 1, 1, 1]) : '{}') : undefined;
+    const message = `this API (${category}) is restricted: send the header ${header} with the value the server was given`;
+    for (const headers of [{}, { [header]: `${value}x` }, { [header]: value.slice(1) }, { 'other-key': value }]) {
+      const r = await request(`${server.url}${route}`, { method, headers, body });
+      expect([r.status, r.json.error]).toEqual([403, message]);
+    }
+    const ok = await request(`${server.url}${route}`, { method, headers: { [header.toUpperCase()]: value }, body });
+    expect(ok.status).toBe(200);
+  });
+
+  test('categories left open stay open: health, metadata, model config', async () => {
+    for (const route of ['/v2/health/ready', '/v2', '/v2/models/add', '/v2/models/add/ready', '/v2/models/add/config']) {
+      expect((await request(`${server.url}${route}`, { method: 'GET' })).status).toBe(200);
+    }
+  });
+
+  test('gRPC: PERMISSION_DENIED without the metadata, answered with it', async () => {
+    const Client = grpc.makeGenericClientConstructor({
+      ModelInfer: { path: '/inference.GRPCInferenceService/ModelInfer', requestStream: false, responseStream: false, requestSerialize: (b) => b, responseDeserialize: (b) => b },
+      ServerLive: { path: '/inference.GRPCInferenceService/ServerLive', requestStream: false, responseStream: false, requestSerialize: (b) => b, responseDeserialize: (b) => b },
+    });
+    const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+    const f32 = (a) => Buffer.from(Float32Array.from(a).buffer);
+    const field = (n, bytes) => Buffer.concat([Buffer.from([n * 8 + 2, bytes.length]), bytes]);
+    const input = (name) => Buffer.concat([field(1, Buffer.from(name)), field(2, Buffer.from('FP32')), Buffer.from([0x1a, 0x01, 0x04])]);
+    const req = Buffer.concat([field(1, Buffer.from('add')), field(5, input('a')), field(5, input('b')), field(7, f32([1, 2, 3, 4])), field(7, f32([1, 1, 1, 1]))]);
+    const call = (metadata) => new Promise((resolve) => client.ModelInfer(req, metadata, (err, res) => resolve(err ? { code: err.code, details: err.details } : { ok: res })));
+    const meta = (k, v) => {
+      const m = new grpc.Metadata();
+      if (k) m.set(k, v);
+      return m;
+    };
+    expect(await call(meta())).toEqual({ code: grpc.status.PERMISSION_DENIED, details: 'this API (inference) is restricted: send the header x-infer with the value the server was given' });
+    expect((await call(meta('x-infer', 'no'))).code).toBe(grpc.status.PERMISSION_DENIED);
+    const ok = await call(meta('x-infer', 'ok'));
+    const out = ok.ok.subarray(ok.ok.length - 16);
+    expect(Array.from(new Float32Array(out.buffer.slice(out.byteOffset, out.byteOffset + 16)))).toEqual([2, 3, 4, 5]);
+    // Health is not restricted here.
+    expect(await new Promise((resolve) => client.ServerLive(Buffer.alloc(0), (err) => resolve(err)))).toBeNull();
+    client.close();
+  });
+
+  test('a rule that is not CATEGORIES:HEADER=VALUE is refused by createServer', () => {
+    const { createServer } = require('../serve');
+    expect(() => createServer({ models: [repo], restrictedApi: 'inference' })).toThrow('createServer option restrictedApi must be CATEGORY[,CATEGORY...]:HEADER=VALUE');
   });
 });
 

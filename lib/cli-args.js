@@ -7,6 +7,7 @@ const fs = require('node:fs');
 const { parseNpy } = require('./npy');
 const { didYouMean } = require('./options');
 const { LIMITS, BY_KEY, valueOf, ruleOf, MODEL_CONTROL } = require('./serve/limits');
+const { parseRestricted } = require('./serve/restricted');
 
 class UsageError extends Error {}
 
@@ -62,6 +63,7 @@ const SERVE_FLAGS = {
   '--isolate': 'isolate',
   '--grpc-port': 'grpcPort',
   '--model-control': 'modelControl',
+  '--restricted-api': 'restrictedApi',
   '--config': 'config',
   ...Object.fromEntries(LIMITS.map((l) => [l.flag, l.key])),
 };
@@ -84,6 +86,15 @@ function parseServeArgs(args) {
     }
     if (key === 'host') {
       options.host = value;
+      continue;
+    }
+    if (key === 'restrictedApi') {
+      try {
+        parseRestricted(value, '--restricted-api');
+      } catch (err) {
+        throw new UsageError(err.message);
+      }
+      (options.restrictedApi ||= []).push(value);
       continue;
     }
     if (key === 'config') {

@@ -7,6 +7,7 @@
 const { decode, encoders, messages, DecodeError } = require('./pb');
 const { RequestError } = require('./protocol');
 const { overBudget } = require('./body');
+const { refusal } = require('./restricted');
 const { ZgcError } = require('../errors');
 const { kRunNow } = require('../pool');
 
@@ -150,14 +151,28 @@ function parseGrpcInfer(sig, msg) {
 
 /** The service's handlers over the REST handler's context (`handler.context`). */
 function implementation(ctx, extensions, version) {
-  const { repository, metrics, state, resolveVersion, metadata, log, notServing, budget, parsers, config } = ctx;
-  const unary = (fn) => (call, callback) => {
+  const { repository, metrics, state, resolveVersion, metadata, log, notServing, budget, parsers, config, restricted } = ctx;
+  /** PERMISSION_DENIED when `category` is restricted (--restricted-api) and the call lacks its metadata. */
+  const deniedCall = (call, category) => {
+    if (restricted.size === 0) return null;
+    const why = refusal(restricted, category, (key) => {
+      const v = call.metadata.get(key)[0];
+      return typeof v === 'string' ? v : undefined;
+    });
+    return why === null ? null : grpcError(STATUS.PERMISSION_DENIED, why);
+  };
+  const guarded = (category, handler) => (call, callback) => {
+    const err = deniedCall(call, category);
+    if (err !== null) return callback(err);
+    return handler(call, callback);
+  };
+  const unary = (fn, category) => guarded(category, (call, callback) => {
     try {
       callback(null, fn(call.request));
     } catch (err) {
       callback(statusOf(err, call.request && call.request.name).error);
     }
-  };
+  });
   const ready = () => !state.draining && notServing().length === 0;
 
   /**
@@ -285,8 +300,8 @@ function implementation(ctx, extensions, version) {
   }
 
   return {
-    ServerLive: unary(() => ({ live: true })),
-    ServerReady: unary(() => ({ ready: ready() })),
+    ServerLive: unary(() => ({ live: true }), 'health'),
+    ServerReady: unary(() => ({ ready: ready() }), 'health'),
     ModelReady: unary((req) => {
       let v;
       try {
@@ -296,13 +311,14 @@ function implementation(ctx, extensions, version) {
         return { ready: false };
       }
       return { ready: !(v.pool.isolate === 'process' && v.pool.stats().alive === 0) };
-    }),
-    ServerMetadata: unary(() => ({ name: 'zgc-runtime', version, extensions })),
-    ModelMetadata: unary((req) => metadata(resolveVersion(req.name, req.version || undefined))),
-    ModelInfer: modelInfer,
-    RepositoryIndex: unary((req) => ({ models: repository.index(req.ready === true) })),
-    RepositoryModelLoad: repositoryCall('load'),
-    RepositoryModelUnload: repositoryCall('unload'),
+    }, 'health'),
+    ServerMetadata: unary(() => ({ name: 'zgc-runtime', version, extensions }), 'metadata'),
+    ModelMetadata: unary((req) => metadata(resolveVersion(req.name, req.version || undefined)), 'metadata'),
+    // Not wrapped when nothing is restricted: a tiny infer pays for no closure.
+    ModelInfer: restricted.size === 0 ? modelInfer : guarded('inference', modelInfer),
+    RepositoryIndex: unary((req) => ({ models: repository.index(req.ready === true) }), 'model-repository'),
+    RepositoryModelLoad: guarded('model-repository', repositoryCall('load')),
+    RepositoryModelUnload: guarded('model-repository', repositoryCall('unload')),
   };
 }
 

@@ -21,6 +21,7 @@ const { refuseUnknownKeys } = require('../options');
 const { LIMITS, MODEL_CONTROL, resolveLimits } = require('./limits');
 const { readBody, createBudget } = require('./body');
 const { bounded } = require('./elide');
+const { parseRestricted, refusal } = require('./restricted');
 
 const JSON_TYPE = 'application/json';
 const EMPTY = Buffer.alloc(0);
@@ -31,7 +32,7 @@ const CONTROL_BODY = 64 * 1024;
 const INPUT_CODES = new Set(['ERR_ZGC_VALUE', 'ERR_ZGC_SIZE', 'ERR_ZGC_DTYPE', 'ERR_ZGC_UNKNOWN_SOURCE']);
 
 /** Every option createServer and createHandler take: the serve flags in camelCase, models, config and log. */
-const SERVER_OPTIONS = ['models', 'config', 'poolSize', 'maxQueue', 'timeoutMs', 'pollMs', 'shutdownTimeoutMs', 'offload', 'isolate', 'modelControl', ...LIMITS.map((l) => l.key), 'log'];
+const SERVER_OPTIONS = ['models', 'config', 'poolSize', 'maxQueue', 'timeoutMs', 'pollMs', 'shutdownTimeoutMs', 'offload', 'isolate', 'modelControl', 'restrictedApi', ...LIMITS.map((l) => l.key), 'log'];
 
 /** Server settings from a JSON file: the createServer options but log (options given in code win). */
 function readConfig(file) {
@@ -60,6 +61,8 @@ function checkOptions(given) {
   if (!Array.isArray(models) || models.length === 0) throw new TypeError('createServer needs "models": a repository directory, name=artifact.so or artifact.so (or an array of them)');
   const out = { ...DEFAULTS, poolSize: os.availableParallelism(), ...options, models, ...resolveLimits(options, (l) => `createServer option ${l.key}`) };
   if (out.isolate !== undefined && out.isolate !== 'none' && out.isolate !== 'process') throw new TypeError(`createServer option isolate must be 'none' or 'process', got ${JSON.stringify(out.isolate)}`);
+  // Checked before any model loads.
+  out.restricted = parseRestricted(out.restrictedApi, 'createServer option restrictedApi');
   if (!MODEL_CONTROL.includes(out.modelControl)) throw new TypeError(`createServer option modelControl must be ${MODEL_CONTROL.map((m) => `'${m}'`).join(', ')}, got ${JSON.stringify(out.modelControl)}`);
   for (const key of ['poolSize', 'maxQueue', 'timeoutMs', 'pollMs', 'shutdownTimeoutMs']) {
     if (out[key] === undefined) continue;
@@ -100,6 +103,15 @@ function createHandler(options) {
   repository.loadAll();
   for (const v of repository.served()) log(`model "${v.model.name}" version ${v.version} ready (${v.pool.size} instances)`);
 
+  const { restricted } = config;
+  /** Answers 403 when `category` is restricted and the request lacks its header. */
+  const denied = (req, res, category) => {
+    const why = refusal(restricted, category, (h) => req.headers[h]);
+    if (why === null) return false;
+    req.resume();
+    fail(res, 403, why);
+    return true;
+  };
   const state = { active: 0, draining: false, closed: false, idle: null };
   const budget = createBudget(config.maxInflightBytes);
   metrics.watchBudget(budget);
@@ -312,13 +324,18 @@ function createHandler(options) {
     const q = url.indexOf('?');
     const p = q < 0 ? url : url.slice(0, q);
     const method = req.method;
-    const want = (m) => allowed(req, res, p, m);
+    // The method, then the category's header where it is restricted (--restricted-api).
+    const want = (m, category) => allowed(req, res, p, m) && (restricted.size === 0 || !denied(req, res, category));
     if (p === '/metrics') {
-      if (!want('GET')) return;
-      metrics.text().then((text) => {
-        res.writeHead(200, { 'content-type': metrics.contentType, 'content-length': Buffer.byteLength(text) });
-        res.end(text);
-      });
+      if (!want('GET', 'metrics')) return;
+      metrics.text().then(
+        (text) => {
+          res.writeHead(200, { 'content-type': metrics.contentType, 'content-length': Buffer.byteLength(text) });
+          res.end(text);
+        },
+        // A collector that throws must not reach unhandledRejection, which ends the process.
+        (err) => fail(res, 500, `internal error: the metrics could not be collected: ${err && err.message}`),
+      );
       return;
     }
     if (p !== '/v2' && !p.startsWith('/v2/')) return next ? next() : fail(res, 404, `no endpoint ${p}`);
@@ -332,11 +349,11 @@ function createHandler(options) {
     // ['', 'v2', ...]
     const [, , area, a, b, c] = parts;
     if (area === undefined || (area === '' && parts.length === 3)) {
-      if (!want('GET')) return;
+      if (!want('GET', 'metadata')) return;
       return send(res, 200, { name: 'zgc-runtime', version: packageVersion, extensions: EXTENSIONS });
     }
     if (area === 'health' && (a === 'live' || a === 'ready') && parts.length === 4) {
-      if (!want('GET')) return;
+      if (!want('GET', 'health')) return;
       if (a === 'live') return send(res, 200);
       if (state.draining) return fail(res, 503, 'the server is shutting down');
       const missing = notServing();
@@ -352,12 +369,12 @@ function createHandler(options) {
       }
       const endpoint = rest.length === 0 ? 'metadata' : rest.length === 1 ? rest[0] : null;
       if (endpoint === 'infer') {
-        if (!want('POST')) return;
+        if (!want('POST', 'inference')) return;
         state.active++;
         return void infer(req, res, a, versionText, process.hrtime.bigint());
       }
       if (endpoint === 'metadata' || endpoint === 'ready' || endpoint === 'config') {
-        if (!want('GET')) return;
+        if (!want('GET', endpoint === 'ready' ? 'health' : endpoint === 'config' ? 'model-config' : 'metadata')) return;
         let v;
         try {
           v = resolveVersion(a, versionText);
@@ -371,11 +388,11 @@ function createHandler(options) {
     }
     if (area === 'repository') {
       if (a === 'index' && parts.length === 4) {
-        if (!want('POST')) return;
+        if (!want('POST', 'model-repository')) return;
         return repositoryRequest(req, res, 'index');
       }
       if (a === 'models' && b && (c === 'load' || c === 'unload') && parts.length === 6) {
-        if (!want('POST')) return;
+        if (!want('POST', 'model-repository')) return;
         return repositoryRequest(req, res, c, b);
       }
     }
@@ -413,7 +430,7 @@ function createHandler(options) {
   handler.repository = repository;
   handler.metrics = metrics;
   /** What the gRPC service (lib/serve/grpc.js) shares with this handler. */
-  handler.context = { repository, metrics, state, resolveVersion, metadata, log, notServing, budget, parsers, config };
+  handler.context = { repository, metrics, state, resolveVersion, metadata, log, notServing, budget, parsers, config, restricted };
   handler.config = config;
   handler.budget = budget;
   /** Requests being answered. */
