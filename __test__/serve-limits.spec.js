@@ -13,6 +13,7 @@ const path = require('node:path');
 const grpc = require('@grpc/grpc-js');
 const { fixture } = require('./fixtures/manifest');
 const { writeModel, listenInProcess } = require('./serve/setup');
+const { field, streamBody } = require('./serve/wire');
 const { parseInfer, signatureOf } = require('../lib/serve/protocol');
 const { load } = require('..');
 const { formatNpy } = require('../lib/npy');
@@ -94,26 +95,9 @@ describe('bodies on every route: oversized, truncated, malformed and mistyped bo
   });
 
   test('the repository index under a chunked body past 64 KB is a 413, and a 540 MB one never reaches memory', async () => {
-    const big = await new Promise((resolve) => {
-      const req = http.request(`${server.url}/v2/repository/index`, { method: 'POST', agent: false }, (res) => {
-        let t = '';
-        res.on('data', (d) => (t += d));
-        res.on('end', () => resolve({ status: res.statusCode, json: JSON.parse(t) }));
-      });
-      req.on('error', () => {});
-      const chunk = Buffer.alloc(16 * 1024, 0x20);
-      let sent = 0;
-      const pump = () => {
-        while (sent < 540 * 1024 * 1024 && !req.destroyed) {
-          sent += chunk.length;
-          if (!req.write(chunk)) return req.once('drain', pump);
-        }
-        req.end();
-      };
-      pump();
-    });
+    const big = await streamBody(`${server.url}/v2/repository/index`, 540 * 1024 * 1024, { chunk: 16 * 1024 });
     expect(big.status).toBe(413);
-    expect(big.json.error).toMatch(/over the server's limit of 65536 bytes/);
+    expect(JSON.parse(big.text).error).toMatch(/over the server's limit of 65536 bytes/);
     expect(server.server.zgc.budget.held).toBe(0);
     expect(await probe(server.url)).toEqual([1.5, 2.5, 3.5, 4.5]);
   });
@@ -236,24 +220,7 @@ describe('the in-flight budget', () => {
   });
 
   test('a chunked body is counted as it arrives and refused once past the budget', async () => {
-    const r = await new Promise((resolve) => {
-      const req = http.request(`${server.url}/v2/models/big/infer`, { method: 'POST', agent: false }, (res) => {
-        let t = '';
-        res.on('data', (d) => (t += d));
-        res.on('end', () => resolve({ status: res.statusCode, json: JSON.parse(t), headers: res.headers }));
-      });
-      req.on('error', () => {});
-      const chunk = Buffer.alloc(256 * 1024, 0x20);
-      let sent = 0;
-      const pump = () => {
-        while (sent < 12 * 1024 * 1024 && !req.destroyed) {
-          sent += chunk.length;
-          if (!req.write(chunk)) return req.once('drain', pump);
-        }
-        req.end();
-      };
-      pump();
-    });
+    const r = await streamBody(`${server.url}/v2/models/big/infer`, 12 * 1024 * 1024);
     expect(r.status).toBe(503);
     expect(r.headers['retry-after']).toBe('1');
     expect(server.server.zgc.budget.held).toBe(0);
@@ -554,11 +521,10 @@ describe('bounded error messages', () => {
     expect(big.json.error).toBe('the request header holds more than 1024 values outside tensor data, more than any request of this model needs');
   });
 
-  test('a model name of 100,000 characters is cut in the 404', async () => {
-    const name = 'm'.repeat(100000);
-    const r = await request(`${server.url}/v2/models/${name}/infer`, { body: '{}', headers: {} }).catch((e) => e);
-    // Node's header limit does not cover the path alone: the server answers, briefly.
-    if (r.status === 431) return;
+  test('a model name of 10,000 characters is cut in the 404', async () => {
+    // Under node:http's 16 KB limit on a request head (past it, node:http refuses the request itself).
+    const name = 'm'.repeat(10000);
+    const r = await request(`${server.url}/v2/models/${name}/infer`, { body: '{}', headers: {} });
     expect(r.status).toBe(404);
     expect(r.text.length).toBeLessThan(1024);
     expect(r.json.error).toBe(`unknown model "${'m'.repeat(100)}…"`);
@@ -583,16 +549,6 @@ describe('gRPC: hostile bytes get INVALID_ARGUMENT with the reason and where', (
     await server.stop();
   });
   const call = (bytes) => new Promise((resolve) => client.ModelInfer(bytes, (err, res) => resolve(err ? { code: err.code, details: err.details } : { ok: res })));
-  const varint = (n) => {
-    const out = [];
-    while (n >= 0x80) {
-      out.push((n % 0x80) | 0x80);
-      n = Math.floor(n / 0x80);
-    }
-    out.push(n);
-    return Buffer.from(out);
-  };
-  const field = (number, bytes) => Buffer.concat([varint(number * 8 + 2), varint(bytes.length), bytes]);
   const name = field(1, Buffer.from('add'));
 
   test('malformed bytes name the reason and the byte offset', async () => {

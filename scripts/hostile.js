@@ -17,6 +17,7 @@ const path = require('node:path');
 const { spawn } = require('node:child_process');
 const grpc = require('@grpc/grpc-js');
 const { writeModel } = require('../__test__/serve/setup');
+const { field, streamBody } = require('../__test__/serve/wire');
 
 const BIN = path.join(__dirname, '..', 'bin', 'zgc-runtime.js');
 const MB = 1 << 20;
@@ -73,29 +74,8 @@ function post(port, route, body, headers = {}) {
   });
 }
 
-/** Streams `total` bytes of `fill` as one body; resolves the status the server answered (or how the connection ended). */
-function stream(port, route, total, { declare = true, chunk = 256 * 1024, headers = {} } = {}) {
-  return new Promise((resolve) => {
-    const req = http.request({ host: '127.0.0.1', port, path: route, method: 'POST', agent: false, headers: { ...(declare ? { 'content-length': String(total) } : {}), ...headers } }, (res) => {
-      let t = '';
-      res.on('data', (d) => (t += d));
-      res.on('end', () => resolve({ status: res.statusCode, text: t }));
-      res.on('error', () => resolve({ status: res.statusCode }));
-    });
-    req.on('error', (e) => resolve({ status: e.code || 'error' }));
-    const piece = Buffer.alloc(chunk, 0x20);
-    let sent = 0;
-    const pump = () => {
-      while (sent < total && !req.destroyed) {
-        const n = Math.min(chunk, total - sent);
-        sent += n;
-        if (!req.write(n === chunk ? piece : piece.subarray(0, n))) return req.once('drain', pump);
-      }
-      if (!req.destroyed) req.end();
-    };
-    pump();
-  });
-}
+/** Streams `total` bytes as one body to `route`: see __test__/serve/wire.js. */
+const stream = (port, route, total, { declare = true } = {}) => streamBody(`http://127.0.0.1:${port}${route}`, total, { declare });
 
 /** Raw sockets: each writes `head` (then `drip` every `dripMs`), and is kept until `holdMs`. Resolves how each ended. */
 function sockets(port, count, { head = '', drip = null, dripMs = 1000, holdMs = 3000 } = {}) {
@@ -135,16 +115,6 @@ const grpcInfer = (() => {
   };
 })();
 
-const varint = (n) => {
-  const out = [];
-  while (n >= 0x80) {
-    out.push((n % 0x80) | 0x80);
-    n = Math.floor(n / 0x80);
-  }
-  out.push(n);
-  return Buffer.from(out);
-};
-const field = (number, bytes) => Buffer.concat([varint(number * 8 + 2), varint(bytes.length), bytes]);
 const str = (s) => Buffer.from(s);
 
 /** A ModelInferRequest for add: a and b as raw FP32 contents; the reply's output 0 is a + b. */

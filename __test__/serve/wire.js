@@ -1,0 +1,48 @@
+'use strict';
+
+// What the serve tests and scripts/hostile.js send by hand: protobuf fields written byte by
+// byte (so that a message can be as malformed as a test needs), and a body streamed in chunks.
+const http = require('node:http');
+
+/** `n` as a protobuf varint. */
+function varint(n) {
+  const out = [];
+  while (n >= 0x80) {
+    out.push((n % 0x80) | 0x80);
+    n = Math.floor(n / 0x80);
+  }
+  out.push(n);
+  return Buffer.from(out);
+}
+
+/** A length-delimited field: its tag, its length, its bytes. */
+const field = (number, bytes) => Buffer.concat([varint(number * 8 + 2), varint(bytes.length), bytes]);
+
+/**
+ * POSTs `total` bytes of spaces to `url` in chunks, declared (Content-Length) or chunked;
+ * resolves `{ status, text, headers }`, or `{ status: code }` when the connection broke first.
+ */
+function streamBody(url, total, { declare = false, chunk = 256 * 1024, headers = {} } = {}) {
+  return new Promise((resolve) => {
+    const req = http.request(url, { method: 'POST', agent: false, headers: { ...(declare ? { 'content-length': String(total) } : {}), ...headers } }, (res) => {
+      let text = '';
+      res.on('data', (d) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode, text, headers: res.headers }));
+      res.on('error', () => resolve({ status: res.statusCode }));
+    });
+    req.on('error', (e) => resolve({ status: e.code || 'error' }));
+    const piece = Buffer.alloc(chunk, 0x20);
+    let sent = 0;
+    const pump = () => {
+      while (sent < total && !req.destroyed) {
+        const n = Math.min(chunk, total - sent);
+        sent += n;
+        if (!req.write(n === chunk ? piece : piece.subarray(0, n))) return req.once('drain', pump);
+      }
+      if (!req.destroyed) req.end();
+    };
+    pump();
+  });
+}
+
+module.exports = { varint, field, streamBody };
