@@ -22,6 +22,7 @@ const { LIMITS, MODEL_CONTROL, resolveLimits } = require('./limits');
 const { readBody, createBudget } = require('./body');
 const { bounded } = require('./elide');
 const { parseRestricted, refusal } = require('./restricted');
+const { connectionLimit, limitConnections } = require('./connections');
 
 const JSON_TYPE = 'application/json';
 const EMPTY = Buffer.alloc(0);
@@ -478,94 +479,6 @@ function parseControlBody(bytes) {
 
 /** A model name from a URL or message, quoted and cut short. */
 const describeName = (name) => JSON.stringify(typeof name === 'string' && name.length > 100 ? `${name.slice(0, 100)}…` : name);
-
-const FULL = Buffer.from('HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 59\r\n\r\n{"error":"the server has too many connections: try again"}\n');
-
-/**
- * At most `max` connections, HTTP and gRPC together. When full, a new connection takes the
- * place of the HTTP connection idle longest between keep-alive requests, or else of the one
- * that has received nothing for longest while it still owes bytes (no complete request yet:
- * silent, slow, or a body stalled); only when every connection is handshaken gRPC or has a
- * whole request being answered is it refused (HTTP: a 503). So a flood of connections that
- * send nothing, or stop sending, displaces itself, never clients with something to ask.
- */
-function connectionLimit(max, metrics) {
-  // Per connection: its request and response now, and when bytes last came (`heard`). Nothing
-  // is done per chunk: bytes are noticed from socket.bytesRead when a place is needed, so that
-  // a request pays two property writes for all this.
-  const open = new Set();
-  const kState = Symbol('zgc connection');
-  // Only the order of events matters: a counter, cheaper than a clock.
-  let tick = 0;
-  /** The connection to close for a new one: idle longest, else owing bytes and heard from longest ago; null when none may go. */
-  const pick = () => {
-    const now = ++tick;
-    let idle = null;
-    let owing = null;
-    for (const socket of open) {
-      const st = socket[kState];
-      if (st.handshaken) continue;
-      const read = socket.bytesRead;
-      if (read !== st.bytes) {
-        st.bytes = read;
-        st.heard = now;
-      }
-      const { req, res } = st;
-      if (req !== null && req.complete) {
-        if (res.writableFinished && (idle === null || st.heard < idle[kState].heard)) idle = socket;
-      } else if (owing === null || st.heard < owing[kState].heard) {
-        owing = socket;
-      }
-    }
-    return idle ?? owing;
-  };
-  const limit = {
-    /** Whether `socket` may stay open; counts it until it closes. */
-    admit(socket) {
-      if (open.size >= max) {
-        const victim = pick();
-        if (victim === null) {
-          metrics.refuseConnection();
-          return false;
-        }
-        open.delete(victim);
-        victim.destroy();
-      }
-      open.add(socket);
-      socket[kState] = { req: null, res: null, bytes: 0, heard: ++tick, handshaken: false };
-      socket.once('close', () => open.delete(socket));
-      return true;
-    },
-    /** An HTTP request began on `socket`: heard from now. */
-    request(socket, req, res) {
-      const st = socket[kState];
-      if (st === undefined) return;
-      st.req = req;
-      st.res = res;
-      st.bytes = socket.bytesRead;
-      st.heard = ++tick;
-    },
-    /** A gRPC connection completed its HTTP/2 handshake: never displaced (its idle timeout closes it). */
-    handshaken(socket) {
-      const st = socket[kState];
-      if (st !== undefined) st.handshaken = true;
-    },
-    get size() {
-      return open.size;
-    },
-  };
-  return limit;
-}
-
-function limitConnections(server, limit) {
-  // Before node:http's own listener, so that a refused connection is never parsed.
-  server.prependListener('connection', (socket) => {
-    if (limit.admit(socket)) return;
-    socket.end(FULL);
-    // A client that never reads must not keep it.
-    socket.setTimeout(1000, () => socket.destroy());
-  });
-}
 
 /**
  * A node:http server answering the protocol for `options.models`, loaded before this returns.
