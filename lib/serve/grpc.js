@@ -151,7 +151,7 @@ function parseGrpcInfer(sig, msg) {
 
 /** The service's handlers over the REST handler's context (`handler.context`). */
 function implementation(ctx, extensions, version) {
-  const { repository, metrics, state, resolveVersion, metadata, log, notServing, budget, parsers, config, restricted } = ctx;
+  const { repository, metrics, state, resolveVersion, metadata, log, notServing, controlOff, budget, parsers, restricted } = ctx;
   /** PERMISSION_DENIED when `category` is restricted (--restricted-api) and the call lacks its metadata. */
   const deniedCall = (call, category) => {
     if (restricted.size === 0) return null;
@@ -283,7 +283,8 @@ function implementation(ctx, extensions, version) {
     return (call, callback) => {
       const name = call.request.modelName;
       try {
-        if (config.modelControl !== 'explicit') throw new RequestError(403, `loading and unloading models is off: the server runs with model control "${config.modelControl}" (start it with --model-control explicit to allow it)`);
+        const off = controlOff();
+        if (off !== null) throw off;
         if (!repository.models.has(name)) repository.scan();
         if (!repository.models.has(name)) throw new RequestError(404, `unknown model "${name}"`);
         const done = action === 'load' ? repository.load(name) : repository.unload(name);
@@ -397,4 +398,4 @@ function guard(h2, config, connections) {
   });
 }
 
-module.exports = { listenGrpc, parseGrpcInfer, STATUS, DEFINITION };
+module.exports = { listenGrpc, parseGrpcInfer, notValid, STATUS, DEFINITION };

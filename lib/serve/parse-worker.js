@@ -6,7 +6,7 @@ const os = require('node:os');
 const { parentPort } = require('node:worker_threads');
 const { parseInfer, signatureFromPortable, RequestError } = require('./protocol');
 const { decode, messages, DecodeError } = require('./pb');
-const { parseGrpcInfer } = require('./grpc');
+const { parseGrpcInfer, notValid } = require('./grpc');
 
 // Below the event loop's priority (on Linux a thread's own): while both cores parse large
 // bodies, a small request still gets the CPU as soon as it arrives.
@@ -32,7 +32,7 @@ parentPort.on('message', ({ kind, sig, body, headerLength }) => {
   } catch (err) {
     let error;
     if (err instanceof RequestError) error = { status: err.status, message: err.message, headers: err.headers };
-    else if (err instanceof DecodeError) error = { status: 400, message: `the request is not a valid ModelInferRequest: ${err.message}` };
+    else if (err instanceof DecodeError) error = { status: 400, message: notValid(err) };
     else error = { status: 500, message: `the request could not be parsed: ${err.message}` };
     parentPort.postMessage({ error });
   }

@@ -296,9 +296,10 @@ function createHandler(options) {
       req.resume();
       return fail(res, 415, `the repository API takes a JSON body (Content-Type: application/json), got Content-Type ${JSON.stringify(bounded(type).slice(0, 80))}`);
     }
-    if (action !== 'index' && config.modelControl !== 'explicit') {
+    const off = action === 'index' ? null : controlOff();
+    if (off !== null) {
       req.resume();
-      return fail(res, 403, `loading and unloading models is off: the server runs with model control "${config.modelControl}" (start it with --model-control explicit to allow it)`);
+      return fail(res, off.status, off.message);
     }
     readBody(req, { maxBody: CONTROL_BODY, budget, claim })
       .then((bytes) => {
@@ -411,6 +412,12 @@ function createHandler(options) {
     return out;
   }
 
+  /** Load and unload's refusal (REST 403, gRPC PERMISSION_DENIED) unless model control is explicit; else null. */
+  function controlOff() {
+    if (config.modelControl === 'explicit') return null;
+    return new RequestError(403, `loading and unloading models is off: the server runs with model control "${config.modelControl}" (start it with --model-control explicit to allow it)`);
+  }
+
   function settle() {
     state.active--;
     if (state.active === 0 && state.idle) state.idle();
@@ -431,7 +438,7 @@ function createHandler(options) {
   handler.repository = repository;
   handler.metrics = metrics;
   /** What the gRPC service (lib/serve/grpc.js) shares with this handler. */
-  handler.context = { repository, metrics, state, resolveVersion, metadata, log, notServing, budget, parsers, config, restricted };
+  handler.context = { repository, metrics, state, resolveVersion, metadata, log, notServing, controlOff, budget, parsers, config, restricted };
   handler.config = config;
   handler.budget = budget;
   /** Requests being answered. */
