@@ -125,6 +125,34 @@ describe('load() and what a Runtime tells about its artifact', () => {
     expect(() => load(Buffer.from('not ELF either'))).toThrow(expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: expect.stringMatching(/^cannot load artifact <14 bytes>/) }));
   });
 
+  test("another platform's artifact says what it is and what this platform takes, then the loader's words", () => {
+    const bytes = fs.readFileSync(fixture('add'));
+    // The same library claiming the other CPU (ELF e_machine: 62 x86-64, 183 aarch64).
+    const here = bytes.readUInt16LE(18);
+    const [other, otherName, hereName] = here === 62 ? [183, 'aarch64', 'x86-64'] : [62, 'x86-64', 'aarch64'];
+    const foreign = Buffer.from(bytes);
+    foreign.writeUInt16LE(other, 18);
+    const file = path.join(os.tmpdir(), `zgc-foreign-${process.pid}.so`);
+    fs.writeFileSync(file, foreign);
+    try {
+      const libc = require('../lib/platform').platformName().endsWith('-musl') ? 'musl' : 'glibc';
+      const want = `cannot load artifact ${file}: it is an ${otherName} ELF library linked against ${libc}, and this platform loads an ${hereName} ELF library linked against ${libc} (.so): build the artifact for this platform (the dynamic loader said: `;
+      expect(() => load(file)).toThrow(expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: expect.stringContaining(want) }));
+      // From bytes too, named by their size.
+      expect(() => load(foreign)).toThrow(expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: expect.stringContaining(`<${foreign.length} bytes>: it is an ${otherName} ELF library`) }));
+      // The other C library: the library's DT_NEEDED names musl's libc.so instead of glibc's libc.so.6, or the reverse.
+      const [from, to, toLibc] = libc === 'glibc' ? ['libc.so.6\0', 'libc.so\0\0\0', 'musl'] : ['libc.so\0', 'libc.so.6', 'glibc'];
+      const at = bytes.indexOf(Buffer.from(from));
+      expect(at).toBeGreaterThan(0);
+      const otherLibc = Buffer.from(bytes);
+      otherLibc.write(to, at, 'latin1');
+      fs.writeFileSync(file, otherLibc);
+      expect(() => load(file)).toThrow(expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: expect.stringContaining(`linked against ${toLibc}, and this platform loads an ${hereName} ELF library linked against ${libc}`) }));
+    } finally {
+      fs.rmSync(file, { force: true });
+    }
+  });
+
   test('an artifact whose init fails reports the status, and deinit is never called for it', () => {
     // status.c's deinit aborts the process when called on storage that init did not set up.
     let thrown;

@@ -35,12 +35,12 @@ describe('npm pack, then install from the tarballs with no network', () => {
   test('the main tarball holds the JS, types, CLI and Rust sources but no binary; the platform one holds the binary', () => {
     const list = (t) => execFileSync('tar', ['tzf', t], { encoding: 'utf8' }).split('\n').filter(Boolean);
     const main = list(tarballs.main);
-    for (const f of ['index.js', 'index.mjs', 'index.d.ts', 'pto.d.ts', 'bin/zgc-runtime.js', 'lib/native.js', 'native.js', 'Cargo.toml', 'src/lib.rs']) expect(main).toContain(`package/${f}`);
+    for (const f of ['index.js', 'index.mjs', 'index.d.ts', 'pto.d.ts', 'bin/zgc-runtime.js', 'lib/native.js', 'Cargo.toml', 'src/lib.rs']) expect(main).toContain(`package/${f}`);
     expect(main.filter((f) => f.endsWith('.node'))).toEqual([]);
     expect(main.some((f) => f.includes('__test__'))).toBe(false);
     expect(list(tarballs.platform)).toEqual(expect.arrayContaining(['package/zgc-runtime.linux-x64-gnu.node', 'package/package.json']));
     const manifest = JSON.parse(execFileSync('tar', ['xzOf', tarballs.main, 'package/package.json'], { encoding: 'utf8' }));
-    expect(manifest.optionalDependencies).toEqual({ 'zgc-runtime-linux-x64-gnu': version });
+    expect(manifest.optionalDependencies).toEqual({ 'zgc-runtime-linux-x64-gnu': version, 'zgc-runtime-linux-arm64-gnu': version });
     expect(manifest.exports['.']).toEqual({ types: './index.d.ts', import: './index.mjs', require: './index.js' });
     expect(manifest.engines.node).toMatch(/>=\s*20/);
   });
@@ -93,8 +93,12 @@ describe('npm pack, then install from the tarballs with no network', () => {
     expect(r.status).not.toBe(0);
     expect(r.stderr).toContain('ERR_ZGC_NATIVE_MISSING');
     expect(r.stderr).toContain(`optional package zgc-runtime-linux-x64-gnu@${version}, which is not installed`);
-    expect(r.stderr).toContain(`Fix: npm install zgc-runtime-linux-x64-gnu@${version}`);
-    expect(r.stderr).toContain('npx zgc-runtime build-from-source');
+    expect(r.stderr).toContain('cannot load the native addon for linux-x64-gnu (linux x64, Node ');
+    expect(r.stderr).toContain('Prebuilt packages: zgc-runtime-linux-x64-gnu, zgc-runtime-linux-arm64-gnu.');
+    expect(r.stderr).toContain('Fix: build it from the bundled sources (needs Rust\'s cargo and a C compiler): npx zgc-runtime build-from-source');
+    // Unpublished: no fix may be an `npm install` of a name the registry does not have.
+    expect(r.stderr).not.toMatch(/npm install zgc-runtime-linux-x64-gnu@/);
+    expect(r.stderr).toContain(`npm install zgc-runtime-${version}.tgz zgc-runtime-linux-x64-gnu-${version}.tgz`);
   }, 120000);
 
   test('without it but with cargo: `npx zgc-runtime build-from-source` builds the addon from the bundled sources', () => {

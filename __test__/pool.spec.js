@@ -71,10 +71,12 @@ describe('createPool', () => {
   });
 
   test('an aborted signal removes a queued run', async () => {
-    const pool = createPool(fixture('slow'), { size: 1, setup: (rt) => rt.set('sleep_ms', 50) });
+    // Long enough that the second run is still queued behind the first on an emulated platform too.
+    const pool = createPool(fixture('slow'), { size: 1, setup: (rt) => rt.set('sleep_ms', 400) });
     const controller = new AbortController();
     const first = pool.run({ x: [1, 1, 1, 1] });
     const second = pool.run({ x: [2, 2, 2, 2] }, { signal: controller.signal }).catch((e) => e);
+    expect(pool.pending).toBe(1);
     controller.abort();
     expect(pool.pending).toBe(0);
     expect((await second).name).toBe('AbortError');

@@ -181,7 +181,10 @@ function baselineCheckout(ref) {
   const dir = path.join(root, 'target', `baseline-${ref.replace(/[^\w.-]/g, '_')}`);
   if (!fs.existsSync(dir)) execFileSync('git', ['worktree', 'add', '--detach', dir, ref], { cwd: root, stdio: 'ignore' });
   if (!fs.existsSync(path.join(dir, 'node_modules'))) fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
-  for (const f of fs.readdirSync(root).filter((n) => n.endsWith('.node') || n === 'native.js' || n.startsWith('zgc-runtime-host.'))) fs.copyFileSync(path.join(root, f), path.join(dir, f));
+  for (const f of fs.readdirSync(root).filter((n) => n.endsWith('.node') || n.startsWith('zgc-runtime-host.'))) fs.copyFileSync(path.join(root, f), path.join(dir, f));
+  // Checkouts before the package's own loader (lib/native.js) loaded the addon through napi's generated ../native.js.
+  const addon = fs.readdirSync(root).find((n) => n.endsWith('.node'));
+  fs.writeFileSync(path.join(dir, 'native.js'), `module.exports = require('./${addon}');\n`);
   return dir;
 }
 

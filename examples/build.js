@@ -11,15 +11,17 @@ const { formatNpy } = require('../lib/npy');
 const build = path.join(__dirname, 'build');
 const fixtures = path.join(__dirname, '..', '__test__', 'fixtures');
 
-function compile(source, artifact) {
+/** `cross`: another platform's compiler (scripts/toolchain.js), for its tests. */
+function compile(source, artifact, cross = null) {
   fs.mkdirSync(path.dirname(artifact), { recursive: true });
-  execFileSync(process.env.CC || 'cc', ['-shared', '-fPIC', '-O2', '-I', fixtures, '-o', artifact, source, '-lm']);
+  const cc = cross === null ? process.env.CC || 'cc' : cross.cc;
+  execFileSync(cc, ['-shared', '-fPIC', '-O2', '-I', fixtures, '-o', artifact, source, '-lm'], { env: cross === null ? process.env : { ...process.env, ...cross.env } });
   return artifact;
 }
 
-/** Compiles the MLP artifact (examples/mlp.c); returns its path. */
-function buildMlp() {
-  return compile(path.join(__dirname, 'mlp.c'), path.join(build, 'mlp.so'));
+/** Compiles the MLP artifact (examples/mlp.c) to `artifact`; returns its path. */
+function buildMlp(artifact = path.join(build, 'mlp.so'), cross = null) {
+  return compile(path.join(__dirname, 'mlp.c'), artifact, cross);
 }
 
 /** The MLP's weights, in logical (row-major) order, as the demo and the service use them. */

@@ -33,7 +33,7 @@ async function main(libraryPath) {
 
 let target = process.argv[2];
 if (!target) {
-  target = path.join(__dirname, '..', '__test__', 'fixtures', 'build', 'pto-host.so');
+  target = require('../__test__/fixtures/manifest').fixture('pto-host');
   if (!fs.existsSync(target)) execFileSync(process.execPath, [path.join(__dirname, '..', 'scripts', 'build-fixtures.js')], { stdio: 'inherit' });
 }
 main(target);

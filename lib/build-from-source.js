@@ -55,16 +55,19 @@ function buildFromSource({ root = ROOT, log = console.log, force = false } = {})
  * Builds the host program of isolated instances and copies it to
  * `zgc-runtime-host.<platform>` next to the addon. Returns a process exit code.
  */
-function buildHost({ root = ROOT, log = console.log, targetDir = path.join(root, 'target'), profile = 'release' } = {}) {
+function buildHost({ root = ROOT, log = console.log, targetDir = path.join(root, 'target'), profile = 'release', cross = null } = {}) {
   const args = ['build', '--features', 'host', '--bin', 'zgc-runtime-host', '--locked'];
   if (profile === 'release') args.splice(1, 0, '--release');
-  const built = spawnSync('cargo', args, { cwd: root, stdio: 'inherit', env: { ...process.env, CARGO_TARGET_DIR: targetDir } });
+  // Another platform's (scripts/toolchain.js): its target, compiler and linker.
+  if (cross !== null) args.push('--target', cross.target);
+  const env = { ...process.env, ...(cross === null ? {} : cross.env), CARGO_TARGET_DIR: targetDir };
+  const built = spawnSync('cargo', args, { cwd: root, stdio: 'inherit', env });
   if (built.status !== 0) {
     log('zgc-runtime: cargo build of the host program failed (its output is above).');
     return 1;
   }
-  const out = path.join(root, `zgc-runtime-host.${platformName()}`);
-  fs.copyFileSync(path.join(targetDir, profile, 'zgc-runtime-host'), out);
+  const out = path.join(root, `zgc-runtime-host.${cross === null ? platformName() : cross.platform}`);
+  fs.copyFileSync(path.join(targetDir, ...(cross === null ? [] : [cross.target]), profile, 'zgc-runtime-host'), out);
   fs.chmodSync(out, 0o755);
   return 0;
 }

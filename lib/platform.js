@@ -12,6 +12,12 @@ function platformName() {
   return `linux-${arch}-${glibc ? 'gnu' : 'musl'}`;
 }
 
+/** napi's platform names of the Rust targets the package is built for. */
+const TARGET_PLATFORMS = {
+  'x86_64-unknown-linux-gnu': 'linux-x64-gnu',
+  'aarch64-unknown-linux-gnu': 'linux-arm64-gnu',
+};
+
 /** The JavaScript host and its version, for messages: `Node v24.1.0`, `Bun 1.2.0`, `Deno 2.1.0`. */
 function hostName() {
   if (process.versions.bun) return `Bun ${process.versions.bun}`;
@@ -19,4 +25,4 @@ function hostName() {
   return `Node ${process.version}`;
 }
 
-module.exports = { platformName, hostName };
+module.exports = { platformName, hostName, TARGET_PLATFORMS };

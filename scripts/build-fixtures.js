@@ -1,26 +1,38 @@
 #!/usr/bin/env node
 'use strict';
 
-// Compiles the C fixtures of __test__/fixtures/manifest.js with `cc`, two at a time.
+// Compiles the C fixtures of __test__/fixtures/manifest.js, two at a time: with `cc` (or $CC)
+// for this platform, or with --target TRIPLE for another, with its cross compiler from
+// scripts/toolchain.js.
 const { execFile } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const os = require('node:os');
-const { BUILD, fixtures } = require('../__test__/fixtures/manifest');
+const { BUILD, buildDir, extension, fixtures } = require('../__test__/fixtures/manifest');
 
 const SRC = path.join(__dirname, '..', '__test__', 'fixtures');
-const CC = process.env.CC || 'cc';
+const at = process.argv.indexOf('--target');
+const cross = at > 0 ? require('./toolchain').ensure(process.argv[at + 1]) : null;
+const CC = cross ? cross.cc : process.env.CC || 'cc';
+const OUT = cross ? buildDir(cross.platform) : BUILD;
+const EXT = extension(cross ? cross.platform : path.basename(BUILD));
+const env = cross ? { ...process.env, ...cross.env } : process.env;
+// GCC's outline atomics call glibc's __getauxval, which musl lacks: inline atomics run on both.
+const targetFlags = cross && cross.target.startsWith('aarch64') ? ['-mno-outline-atomics'] : [];
 
 function compile(f) {
-  const args = ['-shared', '-fPIC', '-O2', '-Wall', '-Wextra', '-Werror', '-o', path.join(BUILD, `${f.name}.so`)];
+  // -ffp-contract=off: the tests compute expected values with one rounding per operation, and
+  // aarch64's GCC fuses multiply-adds by default.
+  const args = ['-shared', '-fPIC', '-O2', '-Wall', '-Wextra', '-Werror', '-ffp-contract=off', ...targetFlags, '-o', path.join(OUT, `${f.name}${EXT}`)];
   for (const d of f.defines || []) args.push(`-D${d}`);
   args.push(path.join(SRC, f.source), ...(f.libs || []));
   return new Promise((resolve, reject) => {
-    execFile(CC, args, (err, _stdout, stderr) => (err ? reject(new Error(`${CC} ${args.join(' ')}\n${stderr}`)) : resolve()));
+    execFile(CC, args, { env }, (err, _stdout, stderr) => (err ? reject(new Error(`${CC} ${args.join(' ')}\n${stderr}`)) : resolve()));
   });
 }
 
 async function main() {
+  const BUILD = OUT;
   fs.mkdirSync(BUILD, { recursive: true });
   const queue = [...fixtures];
   const workers = Array.from({ length: Math.max(2, os.availableParallelism()) }, async () => {
@@ -28,7 +40,7 @@ async function main() {
   });
   await Promise.all(workers);
   // Not a shared library at all: dlopen must fail cleanly.
-  fs.writeFileSync(path.join(BUILD, 'not-a-library.so'), 'this is text, not ELF\n');
+  fs.writeFileSync(path.join(BUILD, `not-a-library${EXT}`), 'this is text, not ELF\n');
   console.log(`built ${fixtures.length} fixtures in ${path.relative(process.cwd(), BUILD)}`);
 }
 

@@ -1,57 +1,72 @@
 #!/usr/bin/env node
 'use strict';
 
-// npm run pack [-- DEST]: the two tarballs a release publishes, the napi-rs way.
-// - zgc-runtime-linux-x64-gnu: npm/linux-x64-gnu/package.json, the addon and the host program
-//   of isolated instances that `npm run build` made (what `napi artifacts` collects);
-// - zgc-runtime: with `optionalDependencies` on the platform package at the same version,
+// npm run pack [-- DEST] [--targets all|T1,T2]: the tarballs a release publishes, the napi-rs way.
+// - zgc-runtime-<platform>, one per target: npm/<platform>/package.json (os, cpu, libc), the
+//   addon and the host program of isolated instances;
+// - zgc-runtime: with `optionalDependencies` on the platform packages at the same version,
 //   which `napi pre-publish` adds at release time. The checkout's package.json has none,
 //   because an unpublished optional dependency cannot be in its lockfile.
-// Prints the two tarball paths as JSON.
+// Without --targets, this machine's platform only (built by `npm run build`). Other targets
+// are cross-built first when their binaries are missing (scripts/cross-build.js), so that a
+// fresh clone packs every platform. Prints the tarball paths as JSON.
 const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
+const { platformName, TARGET_PLATFORMS: PLATFORMS } = require('../lib/platform');
 
 const root = path.join(__dirname, '..');
-const dest = path.resolve(process.argv[2] || root);
 const manifestPath = path.join(root, 'package.json');
-const original = fs.readFileSync(manifestPath, 'utf8');
-const manifest = JSON.parse(original);
-// napi's platform names for the Rust targets in package.json's napi.targets.
-const PLATFORMS = { 'x86_64-unknown-linux-gnu': 'linux-x64-gnu' };
-const platforms = manifest.napi.targets.map((t) => {
-  if (!PLATFORMS[t]) throw new Error(`no platform package name for target ${t}`);
-  return PLATFORMS[t];
-});
-const pack = (cwd) => {
-  const out = execFileSync('npm', ['pack', '--json', '--pack-destination', dest], { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-  return path.join(dest, JSON.parse(out)[0].filename);
-};
 
-fs.mkdirSync(dest, { recursive: true });
-const tarballs = { platforms: {} };
-for (const platform of platforms) {
-  const binary = path.join(root, `${manifest.napi.binaryName}.${platform}.node`);
-  if (!fs.existsSync(binary)) throw new Error(`${binary} is missing: run npm run build first`);
-  const stage = fs.mkdtempSync(path.join(dest, `.stage-${platform}-`));
-  try {
-    fs.copyFileSync(path.join(root, 'npm', platform, 'package.json'), path.join(stage, 'package.json'));
-    fs.copyFileSync(binary, path.join(stage, path.basename(binary)));
-    // The host program of isolated instances (isolate: 'process'), built by npm run build.
-    const host = path.join(root, `zgc-runtime-host.${platform}`);
-    if (!fs.existsSync(host)) throw new Error(`${host} is missing: run npm run build first`);
-    fs.copyFileSync(host, path.join(stage, path.basename(host)));
-    fs.chmodSync(path.join(stage, path.basename(host)), 0o755);
-    tarballs.platforms[platform] = pack(stage);
-  } finally {
-    fs.rmSync(stage, { recursive: true, force: true });
+function parseArgs(argv) {
+  const at = argv.indexOf('--targets');
+  const dest = argv.find((a, i) => !a.startsWith('--') && argv[i - 1] !== '--targets');
+  return { dest: path.resolve(dest || root), targets: at < 0 ? null : argv[at + 1] };
+}
+
+function pack({ dest, targets }) {
+  const original = fs.readFileSync(manifestPath, 'utf8');
+  const manifest = JSON.parse(original);
+  const host = Object.keys(PLATFORMS).find((t) => PLATFORMS[t] === platformName());
+  const chosen = targets === null ? [host] : targets === 'all' ? manifest.napi.targets : targets.split(',');
+  for (const t of chosen) {
+    if (!manifest.napi.targets.includes(t) || !PLATFORMS[t]) throw new Error(`--targets: ${t} is not a target of this package (targets: ${manifest.napi.targets.join(', ')})`);
   }
+  const npmPack = (cwd) => {
+    const out = execFileSync('npm', ['pack', '--json', '--pack-destination', dest], { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+    return path.join(dest, JSON.parse(out)[0].filename);
+  };
+  fs.mkdirSync(dest, { recursive: true });
+  const tarballs = { platforms: {} };
+  for (const target of chosen) {
+    const platform = PLATFORMS[target];
+    const binary = path.join(root, `${manifest.napi.binaryName}.${platform}.node`);
+    const hostProgram = path.join(root, `zgc-runtime-host.${platform}`);
+    if (!fs.existsSync(binary) || !fs.existsSync(hostProgram)) {
+      if (target === host) throw new Error(`${binary} or ${hostProgram} is missing: run npm run build first`);
+      require('./cross-build').crossBuild(target);
+    }
+    const stage = fs.mkdtempSync(path.join(dest, `.stage-${platform}-`));
+    try {
+      fs.copyFileSync(path.join(root, 'npm', platform, 'package.json'), path.join(stage, 'package.json'));
+      fs.copyFileSync(binary, path.join(stage, path.basename(binary)));
+      fs.copyFileSync(hostProgram, path.join(stage, path.basename(hostProgram)));
+      fs.chmodSync(path.join(stage, path.basename(hostProgram)), 0o755);
+      tarballs.platforms[platform] = npmPack(stage);
+    } finally {
+      fs.rmSync(stage, { recursive: true, force: true });
+    }
+  }
+  manifest.optionalDependencies = Object.fromEntries(manifest.napi.targets.map((t) => [`${manifest.name}-${PLATFORMS[t]}`, manifest.version]));
+  try {
+    fs.writeFileSync(manifestPath, `${JSON.stringify(manifest, null, 2)}\n`);
+    tarballs.main = npmPack(root);
+  } finally {
+    fs.writeFileSync(manifestPath, original);
+  }
+  return tarballs;
 }
-manifest.optionalDependencies = Object.fromEntries(platforms.map((p) => [`${manifest.name}-${p}`, manifest.version]));
-try {
-  fs.writeFileSync(manifestPath, `${JSON.stringify(manifest, null, 2)}\n`);
-  tarballs.main = pack(root);
-} finally {
-  fs.writeFileSync(manifestPath, original);
-}
-console.log(JSON.stringify(tarballs));
+
+module.exports = { pack, PLATFORMS };
+
+if (require.main === module) console.log(JSON.stringify(pack(parseArgs(process.argv.slice(2)))));

@@ -3,7 +3,7 @@
 
 // The whole test suite, from a fresh checkout after `npm ci`: Rust unit tests, the release
 // addon, the C fixtures, the Python reference venv, Jest, then the other hosts (Node 22, 24,
-// 26 with Jest, Bun and Deno with the smoke suite). Ends with one plain line, "N passed, N
+// 26 with Jest, Bun and Deno with the smoke suite), then linux-arm64-gnu under emulation. Ends with one plain line, "N passed, N
 // failed", summed from the JSON reports, so that a run of no test cannot pass.
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -25,7 +25,7 @@ function step(cmd, args, opts = {}) {
 const npx = path.join(root, 'node_modules', '.bin');
 // --features host: the isolated-instance tests drive the host binary it builds.
 step('cargo', ['test', '--quiet', '--features', 'host']);
-step(path.join(npx, 'napi'), ['build', '--platform', '--release', '--features', 'node', '--js', 'native.js', '--dts', 'native.d.ts']);
+step(path.join(npx, 'napi'), ['build', '--platform', '--release', '--features', 'node', '--no-js', '--dts', 'native.d.ts']);
 step(process.execPath, ['scripts/build-host.js']);
 step(process.execPath, ['scripts/build-fixtures.js']);
 step(process.execPath, ['scripts/prepare-reference.js']);
@@ -51,6 +51,16 @@ if (process.env.ZGC_TEST_HOSTS !== '0') {
   console.log(`other hosts: ${hosts.passed} passed, ${hosts.failed} failed`);
   ok = ok && hosts.failed === 0 && hosts.passed > 0;
   sum = { passed: sum.passed + hosts.passed, failed: sum.failed + hosts.failed };
+}
+// One emulated platform (scripts/platforms.js): its tarballs installed and tested under its own
+// Node; ZGC_TEST_PLATFORMS=0 skips it. `npm run test:platforms` runs every one.
+if (process.env.ZGC_TEST_PLATFORMS !== '0') {
+  const platforms = require('./platforms');
+  console.log(`\n$ node scripts/platforms.js --targets ${platforms.IN_NPM_TEST}`);
+  const r = platforms.main(['--targets', platforms.IN_NPM_TEST]);
+  console.log(`emulated platforms: ${r.passed} passed, ${r.failed} failed`);
+  ok = ok && r.failed === 0 && r.passed > 0;
+  sum = { passed: sum.passed + r.passed, failed: sum.failed + r.failed };
 }
 console.log(`${sum.passed} passed, ${sum.failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
 if (!ok) process.exit(1);

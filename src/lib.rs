@@ -7,6 +7,7 @@
 
 pub mod abi;
 pub mod artifact;
+pub mod binary;
 pub mod dtype;
 pub mod error;
 pub mod executor;

@@ -68,7 +68,7 @@ impl ArtifactLibrary {
         // ABI's own terms (it runs in the caller's process); everything it *reports* is
         // validated before use, which is what this crate can check.
         let library = unsafe { libloading::os::unix::Library::open(Some(path), flags) }
-            .map_err(|e| Error::Load { path: path.to_owned(), reason: with_cause(&e) })?;
+            .map_err(|e| Error::Load { path: path.to_owned(), reason: load_failure(path, &e) })?;
         // The version is checked before anything else is resolved: another ABI version may
         // export other symbols, and saying so beats naming a missing one.
         let version_fn: FnU32 = get(&library, path, 0)?;
@@ -219,6 +219,20 @@ pub(super) fn memfd_with(bytes: &[u8], name: &std::ffi::CStr) -> std::result::Re
 }
 
 /// libloading's message plus dlerror's, which says what actually went wrong.
+/// Why dlopen failed: another platform's library is named as such (what it is, what this
+/// platform takes), with the loader's own words after.
+pub(crate) fn load_failure(path: &str, e: &libloading::Error) -> String {
+    use std::io::Read;
+    let loader = with_cause(e);
+    // The head of the file holds the ELF headers and, in practice, the dynamic section.
+    let mut head = Vec::new();
+    let read = std::fs::File::open(path).and_then(|f| f.take(64 << 20).read_to_end(&mut head));
+    match read.ok().and_then(|_| crate::binary::mismatch(&head, &crate::binary::this_platform())) {
+        Some(why) => format!("{why} (the dynamic loader said: {loader})"),
+        None => loader,
+    }
+}
+
 fn with_cause(e: &libloading::Error) -> String {
     match std::error::Error::source(e) {
         Some(cause) => format!("{e}: {cause}"),

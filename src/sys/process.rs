@@ -218,14 +218,15 @@ impl Channel {
                 // SAFETY: CMSG_SPACE is a pure size computation.
                 let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
                 msg.msg_control = control.as_mut_ptr().cast();
-                msg.msg_controllen = space;
+                // `as _`: the field is usize on glibc, u32 on musl.
+                msg.msg_controllen = space as _;
                 // SAFETY: the control buffer holds `space` bytes (32 >= CMSG_SPACE(4)); the
                 // header and data pointers CMSG_* return lie inside it.
                 unsafe {
                     let cmsg = libc::CMSG_FIRSTHDR(&msg);
                     (*cmsg).cmsg_level = libc::SOL_SOCKET;
                     (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-                    (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+                    (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
                     std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
                 }
             }
@@ -254,7 +255,7 @@ impl Channel {
             msg.msg_iov = &mut iov;
             msg.msg_iovlen = 1;
             msg.msg_control = control.as_mut_ptr().cast();
-            msg.msg_controllen = std::mem::size_of_val(&control);
+            msg.msg_controllen = std::mem::size_of_val(&control) as _;
             // SAFETY: `msg` points at live buffers for the duration of the call.
             let n = unsafe { libc::recvmsg(self.raw(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
             if n < 0 {

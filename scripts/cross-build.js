@@ -1,0 +1,43 @@
+#!/usr/bin/env node
+'use strict';
+
+// node scripts/cross-build.js TARGET...: builds, for each Rust target, what the platform
+// package holds and what its tests need, with the toolchain of scripts/toolchain.js:
+// zgc-runtime.<platform>.node, zgc-runtime-host.<platform> (next to the package, as
+// `npm run build` puts this platform's), the fixtures in __test__/fixtures/build/<platform>
+// and the README's example artifact in examples/build/<platform>/mlp.so.
+const { spawnSync } = require('node:child_process');
+const path = require('node:path');
+const { ensure } = require('./toolchain');
+const { buildHost } = require('../lib/build-from-source');
+const { buildMlp } = require('../examples/build');
+
+const root = path.join(__dirname, '..');
+
+function crossBuild(target) {
+  const cross = ensure(target);
+  const env = { ...process.env, ...cross.env };
+  const napi = path.join(root, 'node_modules', '.bin', 'napi');
+  const step = (cmd, args) => {
+    const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', env });
+    if (r.status !== 0) throw new Error(`${path.basename(cmd)} ${args.join(' ')} failed for ${target} (exit ${r.status})`);
+  };
+  console.error(`cross-build: ${target} (${cross.platform})`);
+  step(napi, ['build', '--platform', '--release', '--features', 'node', '--target', target, '--no-js', '--dts', 'native.d.ts']);
+  if (buildHost({ cross, log: console.error }) !== 0) throw new Error(`the host program did not build for ${target}`);
+  step(process.execPath, [path.join(__dirname, 'build-fixtures.js'), '--target', target]);
+  // The README's quick start artifact, for the platform's smoke test.
+  buildMlp(path.join(root, 'examples', 'build', cross.platform, 'mlp.so'), cross);
+  return cross;
+}
+
+module.exports = { crossBuild };
+
+if (require.main === module) {
+  const targets = process.argv.slice(2);
+  if (targets.length === 0) {
+    console.error(`usage: node scripts/cross-build.js TARGET... (known: ${Object.keys(require('./toolchain').TARGETS).join(', ')})`);
+    process.exit(2);
+  }
+  for (const t of targets) crossBuild(t);
+}

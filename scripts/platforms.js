@@ -1,0 +1,129 @@
+#!/usr/bin/env node
+'use strict';
+
+// npm run test:platforms [-- --targets all|T1,T2] [SPEC...]: the package on the platforms this
+// machine emulates. For each target: cross-builds it (scripts/cross-build.js), packs the tarballs, installs them into a fresh project with npm
+// (--force: npm refuses a package of another cpu), copies the test suite into the installed
+// package, and runs the platform's specs there with that platform's own Node under its
+// emulator, so that what is tested is what a user of that platform installs. Prints a table
+// and ends with "N passed, N failed".
+//   ZGC_PLATFORMS_DIR=dir   where the projects go (default target/platforms)
+const { spawnSync, execFileSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+const { ensure } = require('./toolchain');
+const { pack, PLATFORMS } = require('./pack');
+const { crossBuild } = require('./cross-build');
+
+const root = path.join(__dirname, '..');
+const work = process.env.ZGC_PLATFORMS_DIR || path.join(root, 'target', 'platforms');
+
+/** What runs on every emulated platform: the core's conformance, dtypes, errors, async, pools, lifetimes and isolation, and serve's smoke. */
+const SPECS = [
+  'load.spec.js',
+  'run.spec.js',
+  'values.spec.js',
+  'status.spec.js',
+  'async.spec.js',
+  'pool.spec.js',
+  'lifetime.spec.js',
+  'issue-26-isolate.spec.js',
+  'platform-smoke.spec.js',
+];
+
+/**
+ * A launcher for `cross`'s Node: a shell wrapper that runs it under the emulator, and a preload
+ * that points process.execPath at the wrapper, so that the tests' child processes (workers run
+ * in-process) are emulated too. The host program of isolated instances gets a wrapper of its own.
+ */
+function launcher(cross, dir, hostProgram) {
+  fs.mkdirSync(dir, { recursive: true });
+  const q = (s) => `'${s.replaceAll("'", "'\\''")}'`;
+  const node = path.join(dir, 'node');
+  fs.writeFileSync(node, `#!/bin/sh\nexec ${[...cross.run, cross.node].map(q).join(' ')} "$@"\n`, { mode: 0o755 });
+  const host = path.join(dir, 'zgc-runtime-host');
+  fs.writeFileSync(host, `#!/bin/sh\nexec ${[...cross.run, hostProgram].map(q).join(' ')} "$@"\n`, { mode: 0o755 });
+  const preload = path.join(dir, 'preload.js');
+  fs.writeFileSync(preload, `// There is no binfmt_misc here: children must be started through the emulator.\nprocess.execPath = ${JSON.stringify(node)};\n`);
+  return { node, host, preload };
+}
+
+function testTarget(target, specs, tarballs) {
+  const cross = ensure(target);
+  const platform = cross.platform;
+  const dir = path.join(work, platform);
+  fs.rmSync(dir, { recursive: true, force: true });
+  const app = path.join(dir, 'app');
+  fs.mkdirSync(app, { recursive: true });
+  fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: `zgc-platform-${platform}`, private: true }));
+  execFileSync('npm', ['install', '--force', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error', tarballs.main, tarballs.platforms[platform]], { cwd: app, stdio: ['ignore', 'ignore', 'inherit'] });
+  const pkg = path.join(app, 'node_modules', 'zgc-runtime');
+  const platformPkg = path.join(app, 'node_modules', `zgc-runtime-${platform}`);
+  if (!fs.existsSync(platformPkg)) throw new Error(`npm did not install zgc-runtime-${platform}`);
+  // The suite and this platform's fixtures, inside the installed package: `require('..')` in a spec is the package as installed.
+  const builds = path.join(root, '__test__', 'fixtures', 'build');
+  const otherPlatform = (src) => {
+    const first = path.relative(builds, src).split(path.sep)[0];
+    return first !== '' && first !== '..' && first !== platform;
+  };
+  fs.cpSync(path.join(root, '__test__'), path.join(pkg, '__test__'), { recursive: true, filter: (src) => !otherPlatform(src) });
+  fs.mkdirSync(path.join(pkg, 'examples', 'build'), { recursive: true });
+  fs.copyFileSync(path.join(root, 'examples', 'build', platform, 'mlp.so'), path.join(pkg, 'examples', 'build', 'mlp.so'));
+  const run = launcher(cross, path.join(dir, 'bin'), path.join(platformPkg, `zgc-runtime-host.${platform}`));
+  const report = path.join(dir, 'jest.json');
+  const jest = path.join(root, 'node_modules', 'jest', 'bin', 'jest.js');
+  const started = Date.now();
+  // The package's own Jest settings, but for node_modules, where the installed package lives: not ignored.
+  const config = { ...require('../package.json').jest, testPathIgnorePatterns: [], haste: { retainAllFiles: true }, testTimeout: 180000 };
+  spawnSync(run.node, [jest, '--runInBand', '--silent', '--json', `--outputFile=${report}`, '--config', JSON.stringify(config), '--rootDir', pkg, ...specs.map((s) => `__test__/${s}`)], {
+    cwd: pkg,
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: {
+      ...process.env,
+      NODE_OPTIONS: `--require ${run.preload}`,
+      // The suite's own devDependencies (Jest's helpers, grpc-js for serve) come from this checkout.
+      NODE_PATH: path.join(root, 'node_modules'),
+      ZGC_RUNTIME_HOST: run.host,
+      ZGC_TEST_PLATFORM: platform,
+    },
+  });
+  const seconds = Math.round((Date.now() - started) / 1000);
+  try {
+    const r = JSON.parse(fs.readFileSync(report, 'utf8'));
+    const failures = r.testResults.flatMap((f) => f.assertionResults.filter((a) => a.status === 'failed').map((a) => `${path.basename(f.name)}: ${a.fullName}`));
+    const broken = r.testResults.filter((f) => f.status === 'failed' && f.assertionResults.length === 0).map((f) => `${path.basename(f.name)}: ${f.message.split('\n').find((l) => l.trim()) || 'did not run'}`);
+    return { platform, passed: r.numPassedTests, failed: r.numFailedTests + r.numRuntimeErrorTestSuites, skipped: r.numPendingTests, seconds, failures: [...failures, ...broken] };
+  } catch (err) {
+    return { platform, passed: 0, failed: 1, skipped: 0, seconds, failures: [`no Jest report: ${err.message}`] };
+  }
+}
+
+function main(argv) {
+  const at = argv.indexOf('--targets');
+  const manifest = require('../package.json');
+  const foreign = manifest.napi.targets.filter((t) => PLATFORMS[t] !== require('../lib/platform').platformName());
+  const targets = at < 0 || argv[at + 1] === 'all' ? foreign : argv[at + 1].split(',');
+  const specs = argv.filter((a, i) => !a.startsWith('--') && argv[i - 1] !== '--targets');
+  const dest = path.join(work, 'tarballs');
+  fs.rmSync(dest, { recursive: true, force: true });
+  // Always built (cargo and the fixtures are quick when nothing changed): stale binaries would test old code.
+  for (const t of targets) crossBuild(t);
+  const tarballs = pack({ dest, targets: targets.join(',') });
+  const rows = targets.map((t) => testTarget(t, specs.length ? specs : SPECS, tarballs));
+  for (const r of rows) {
+    console.log(`${r.platform.padEnd(18)} ${String(r.passed).padStart(5)} passed ${String(r.failed).padStart(3)} failed ${String(r.skipped).padStart(3)} skipped  ${r.seconds} s`);
+    for (const f of r.failures) console.log(`    ${f}`);
+  }
+  return { passed: rows.reduce((n, r) => n + r.passed, 0), failed: rows.reduce((n, r) => n + r.failed, 0) };
+}
+
+/** The emulated platform `npm test` runs too (the others only in npm run test:platforms, for CI's time). */
+const IN_NPM_TEST = 'aarch64-unknown-linux-gnu';
+
+module.exports = { SPECS, main, IN_NPM_TEST };
+
+if (require.main === module) {
+  const { passed, failed } = main(process.argv.slice(2));
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exit(failed === 0 && passed > 0 ? 0 : 1);
+}
