@@ -120,6 +120,28 @@ describe('the connection limit', () => {
     expect(srv.refused.n).toBe(1);
   });
 
+  test('arrivals within one ranking: a connection busy since it was ranked is skipped, and a used-up ranking is made again', async () => {
+    srv = await limitedServer(3);
+    const [a, b, c] = [await client(srv.port), await client(srv.port), await client(srv.port)];
+    for (const s of [a, b, c]) {
+      s.write(get('/'));
+      expect(await until(() => s.answer.includes('ok'))).toBe(true);
+    }
+    const d = await client(srv.port); // ranks a, b, c (all idle) and takes a's place
+    expect(await until(() => a.closedByServer)).toBe(true);
+    // Within the ranking's 100 ms: b starts a request, then e comes. b is skipped; c goes.
+    b.write(get('/slow'));
+    await sleep(10);
+    const e = await client(srv.port);
+    expect(await until(() => c.closedByServer)).toBe(true);
+    expect(b.closedByServer).toBe(false);
+    // The ranking is used up: f's arrival ranks again and finds d, which has sent nothing since it came before e.
+    const f = await client(srv.port);
+    expect(await until(() => d.closedByServer)).toBe(true);
+    expect([b.closedByServer, e.closedByServer, f.closedByServer]).toEqual([false, false, false]);
+    expect(srv.refused.n).toBe(0);
+  });
+
   test('a handshaken gRPC connection is never displaced; closed connections stop counting', async () => {
     srv = await limitedServer(2);
     const sockets = [];
