@@ -501,6 +501,36 @@ describe('restricted API categories (Triton\'s --http-restricted-api form)', () 
     const { createServer } = require('../serve');
     expect(() => createServer({ models: [repo], restrictedApi: 'inference' })).toThrow('createServer option restrictedApi must be CATEGORY[,CATEGORY...]:HEADER=VALUE');
   });
+
+  test('each part of a rule is checked, and the message names what is wrong', () => {
+    const { parseRestricted } = require('../lib/serve/restricted');
+    const rule = 'CATEGORY[,CATEGORY...]:HEADER=VALUE, categories from health, metadata, inference, model-config, model-repository, metrics';
+    const refused = (r) => {
+      try {
+        parseRestricted(r, '--restricted-api');
+      } catch (err) {
+        expect(err).toBeInstanceOf(RangeError);
+        return err.message;
+      }
+      return null;
+    };
+    // The whole rule must match: nothing before the categories, the value to the end.
+    expect(refused(' inference:k=v')).toBe(`--restricted-api must be ${rule}; got " inference:k=v"`);
+    expect(refused('Inference:k=v')).toBe(`--restricted-api must be ${rule}; got "Inference:k=v"`);
+    expect(refused(42)).toBe(`--restricted-api must be ${rule}; got 42`);
+    expect(refused('inference:k=v\nmore')).toBe(`--restricted-api must be ${rule}; got "inference:k=v\\nmore"`);
+    // Not a string, even one that would read as a rule.
+    expect(refused([['inference:k=v']])).toBe(`--restricted-api must be ${rule}; got ["inference:k=v"]`);
+    expect(refused('inference:k y=v')).toBe(`--restricted-api must be ${rule}; got "inference:k y=v"`);
+    expect(refused('inference:k@=v')).toBe('--restricted-api: "k@" is not a header name');
+    expect(refused('inference,status:k=v')).toBe('--restricted-api: unknown category "status" (categories: health, metadata, inference, model-config, model-repository, metrics)');
+    expect(refused(['inference:a=1', 'metrics,inference:b=2'])).toBe('--restricted-api: category inference is restricted twice');
+    // A value runs to the end of the rule, spaces and '=' included; header names are matched lower-case.
+    const out = parseRestricted(['inference,metrics:X-Key=a b=c'], '--restricted-api');
+    expect([...out.keys()]).toEqual(['inference', 'metrics']);
+    expect(out.get('inference')).toEqual({ header: 'x-key', value: Buffer.from('a b=c') });
+    expect(parseRestricted(undefined, 'x').size).toBe(0);
+  });
 });
 
 describe('bounded error messages', () => {
