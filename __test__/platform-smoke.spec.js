@@ -2,7 +2,7 @@
 
 // What every platform must do beyond the core's specs (npm run test:platforms runs this on each
 // emulated platform, npm test on this one): load this platform's addon, serve an infer over
-// REST and over gRPC, and run the README's quick start as written.
+// REST and over gRPC, run a PTO graph, and run the README's quick start as written.
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
@@ -80,6 +80,19 @@ describe('serve answers an infer over REST and gRPC', () => {
     const bytes = reply.rawOutputContents[0];
     expect(Array.from(new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength)))).toEqual(sum);
   });
+});
+
+test('PTO: the host library loads and a graph runs to its validation', async () => {
+  const { pto } = require('..');
+  const bytes = (text) => new TextEncoder().encode(text);
+  const library = pto.load(fixture('pto-host'));
+  await library.setDevice(0);
+  for (const [funcId, name] of ['add', 'add_scalar', 'mul'].entries()) await library.registerKernel(funcId, bytes(name));
+  const runtime = library.createRuntime();
+  await runtime.initialize();
+  await runtime.launch({ aicpuThreadNum: 1, blockDim: 1, aicpuBinary: bytes('aicpu'), aicoreBinary: bytes('aicore') });
+  await runtime.finalize();
+  expect([library.device, runtime.state]).toEqual([0, 'finalized']);
 });
 
 test("the README's quick start runs as written and prints what the README shows", () => {
