@@ -76,10 +76,10 @@ describe('the connection limit', () => {
 
   test('idle connections go before ones owing bytes; among those owing, the one heard from longest ago', async () => {
     srv = await limitedServer(3);
-    const silent = await client(srv.port); // never sends: owes a request, heard from at connect
-    await sleep(20);
     const slow = await client(srv.port);
     slow.write('GET / HTTP/1.1\r\n'); // part of a request
+    await sleep(20);
+    const silent = await client(srv.port); // never sends: owes a request, heard from when it came
     await sleep(20);
     const idle = await client(srv.port);
     idle.write(get('/'));
@@ -88,13 +88,52 @@ describe('the connection limit', () => {
     await client(srv.port);
     expect(await until(() => idle.closedByServer)).toBe(true);
     expect([silent.closedByServer, slow.closedByServer]).toEqual([false, false]);
-    // Then the silent one (heard from at connect), not the one that sent part of a request since.
+    // Then the silent one: the slow one came first but has sent more since.
     await sleep(150); // past the 100 ms a ranking serves
     slow.write('host: x\r\n');
     await sleep(20);
     await client(srv.port);
     expect(await until(() => silent.closedByServer)).toBe(true);
     expect(slow.closedByServer).toBe(false);
+  });
+
+  test('a ranking serves 100 ms: after that the connections are ranked again as they are now', async () => {
+    srv = await limitedServer(3);
+    const [x, y, w] = [await client(srv.port), await client(srv.port), await client(srv.port)];
+    for (const s of [x, y]) {
+      s.write(get('/'));
+      expect(await until(() => s.answer.includes('ok'))).toBe(true);
+    }
+    await client(srv.port); // ranks x, y (idle) then w (owing), and takes x's place
+    expect(await until(() => x.closedByServer)).toBe(true);
+    // Since: y starts a request (owing now), w finishes one (idle now).
+    y.write('GET / HTTP/1.1\r\n');
+    w.write(get('/'));
+    expect(await until(() => w.answer.includes('ok'))).toBe(true);
+    await sleep(150);
+    await client(srv.port);
+    // Ranked afresh, w (idle) goes; the old ranking would have taken y.
+    expect(await until(() => w.closedByServer)).toBe(true);
+    expect(y.closedByServer).toBe(false);
+  });
+
+  test('a connection that closed since it was ranked is not counted twice', async () => {
+    srv = await limitedServer(2);
+    const [a, b] = [await client(srv.port), await client(srv.port)];
+    for (const s of [a, b]) {
+      s.write(get('/'));
+      expect(await until(() => s.answer.includes('ok'))).toBe(true);
+    }
+    await client(srv.port); // ranks a, b; a goes
+    expect(await until(() => a.closedByServer)).toBe(true);
+    b.destroy(); // ranked, now gone
+    expect(await until(() => srv.limit.size === 1)).toBe(true);
+    await client(srv.port); // a free place
+    const last = await client(srv.port); // full again: b, the rest of the ranking, is gone; one that came since makes way
+    await sleep(50);
+    expect(srv.refused.n).toBe(0);
+    expect(srv.limit.size).toBe(2);
+    expect(last.closedByServer).toBe(false);
   });
 
   test('every connection busy with a request being answered: a new one gets the 503 and is counted as refused', async () => {
@@ -111,13 +150,24 @@ describe('the connection limit', () => {
     expect(c.answer.endsWith('{"error":"the server has too many connections: try again"}\n')).toBe(true);
     expect(srv.refused.n).toBe(1);
     expect([a.closedByServer, b.closedByServer]).toEqual([false, false]);
+    // A refused connection that sends a request anyway, and one that never reads its answer:
+    // neither is counted, and the second is dropped after a second.
+    c.write(get('/'));
+    const mute = await client(srv.port);
+    mute.pause();
+    expect(await until(() => srv.refused.n === 2)).toBe(true);
+    const count = () => new Promise((r) => srv.server.getConnections((_e, n) => r(n)));
+    expect(await count()).toBeGreaterThanOrEqual(3);
+    await sleep(1300);
+    expect(await count()).toBe(2);
+    expect(srv.limit.size).toBe(2);
     // Answered, they become idle, and make way again.
     srv.release();
     expect(await until(() => a.answer.includes('ok') && b.answer.includes('ok'))).toBe(true);
     await sleep(150);
     await client(srv.port);
     expect(await until(() => a.closedByServer || b.closedByServer)).toBe(true);
-    expect(srv.refused.n).toBe(1);
+    expect(srv.refused.n).toBe(2);
   });
 
   test('arrivals within one ranking: a connection busy since it was ranked is skipped, and a used-up ranking is made again', async () => {
@@ -148,8 +198,9 @@ describe('the connection limit', () => {
     srv.server.on('connection', (s) => sockets.push(s));
     const grpc = await client(srv.port);
     expect(await until(() => sockets.length === 1)).toBe(true);
-    // As lib/serve/grpc.js marks a connection once its HTTP/2 handshake is done.
+    // As lib/serve/grpc.js marks a connection once its HTTP/2 handshake is done; one it never admitted is left alone.
     srv.limit.handshaken(sockets[0]);
+    expect(() => srv.limit.handshaken(new net.Socket())).not.toThrow();
     await sleep(20);
     const other = await client(srv.port);
     expect(await until(() => srv.limit.size === 2)).toBe(true);
