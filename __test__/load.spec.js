@@ -6,6 +6,9 @@ const os = require('node:os');
 const path = require('node:path');
 const { load, ZgcError } = require('..');
 const { fixture, malformed } = require('./fixtures/manifest');
+const { platformName } = require('../lib/platform');
+
+const MUSL = platformName().endsWith('-musl');
 
 describe('load() and what a Runtime tells about its artifact', () => {
   test('identity, sizes and the ABI version come from the artifact', () => {
@@ -135,7 +138,7 @@ describe('load() and what a Runtime tells about its artifact', () => {
     const file = path.join(os.tmpdir(), `zgc-foreign-${process.pid}.so`);
     fs.writeFileSync(file, foreign);
     try {
-      const libc = require('../lib/platform').platformName().endsWith('-musl') ? 'musl' : 'glibc';
+      const libc = MUSL ? 'musl' : 'glibc';
       // Refused before dlopen (musl's would map it and run its code).
       const want = `cannot load artifact ${file}: it is an ${otherName} ELF library, and this platform loads an ${hereName} ELF library (.so): build the artifact for this platform`;
       expect(() => load(file)).toThrow(expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: want }));
@@ -173,15 +176,13 @@ describe('load() and what a Runtime tells about its artifact', () => {
     global.gc && global.gc();
   });
 
-  const musl = require('../lib/platform').platformName().endsWith('-musl');
-
-  (musl ? test.skip : test)("an artifact's functions stay its own even where Node exports the same name (glibc: RTLD_DEEPBIND)", () => {
+  (MUSL ? test.skip : test)("an artifact's functions stay its own even where Node exports the same name (glibc: RTLD_DEEPBIND)", () => {
     const rt = load(fixture('interpose'));
     expect(rt.run({ x: [0] })[0].data[0]).toBe(1);
     rt.close();
   });
 
-  (musl ? test : test.skip)("musl has no RTLD_DEEPBIND: an artifact linked with -Bsymbolic keeps its own functions, one without gets Node's", () => {
+  (MUSL ? test : test.skip)("musl has no RTLD_DEEPBIND: an artifact linked with -Bsymbolic keeps its own functions, one without gets Node's", () => {
     const own = load(fixture('interpose-symbolic'));
     expect(own.run({ x: [0] })[0].data[0]).toBe(1);
     own.close();
@@ -236,9 +237,7 @@ describe('close() releases the library at once', () => {
   });
 
   // musl's dlclose unloads nothing: there a closed artifact's library stays mapped until exit.
-  const unloads = !require('../lib/platform').platformName().endsWith('-musl');
-
-  (unloads ? test : test.skip)('a load whose init fails releases its library at once', () => {
+  (MUSL ? test.skip : test)('a load whose init fails releases its library at once', () => {
     const mapped = () => (fs.readFileSync('/proc/self/maps', 'utf8').match(/memfd:zgc-artifact/g) || []).length;
     const before = mapped();
     const bytes = fs.readFileSync(fixture('status-init-fails'));
@@ -246,7 +245,7 @@ describe('close() releases the library at once', () => {
     expect(mapped()).toBe(before);
   });
 
-  (unloads ? test : test.skip)('a pool releases the library when its last instance closes, not before', async () => {
+  (MUSL ? test.skip : test)('a pool releases the library when its last instance closes, not before', async () => {
     const { createPool } = require('..');
     const bytes = fs.readFileSync(fixture('add'));
     const mapped = () => (fs.readFileSync('/proc/self/maps', 'utf8').match(/memfd:zgc-artifact/g) || []).length;

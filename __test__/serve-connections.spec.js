@@ -39,6 +39,14 @@ function client(port) {
 }
 
 const get = (path) => `GET ${path} HTTP/1.1\r\nhost: x\r\n\r\n`;
+/** Each socket in turn asks GET / and gets its answer: idle keep-alive connections, idle longest first. */
+async function askInTurn(sockets, pauseMs = 0) {
+  for (const s of sockets) {
+    s.write(get('/'));
+    expect(await until(() => s.answer.includes('ok'))).toBe(true);
+    if (pauseMs) await sleep(pauseMs);
+  }
+}
 async function until(cond, ms = 3000) {
   const end = Date.now() + ms;
   while (!cond() && Date.now() < end) await sleep(5);
@@ -59,11 +67,7 @@ describe('the connection limit', () => {
     const b = await client(srv.port);
     const c = await client(srv.port);
     // Answered in the order b, a, c: b is idle longest.
-    for (const s of [b, a, c]) {
-      s.write(get('/'));
-      expect(await until(() => s.answer.includes('ok'))).toBe(true);
-      await sleep(20);
-    }
+    await askInTurn([b, a, c], 20);
     expect(srv.limit.size).toBe(3);
     const d = await client(srv.port);
     expect(await until(() => b.closedByServer)).toBe(true);
@@ -100,10 +104,7 @@ describe('the connection limit', () => {
   test('a ranking serves 100 ms: after that the connections are ranked again as they are now', async () => {
     srv = await limitedServer(3);
     const [x, y, w] = [await client(srv.port), await client(srv.port), await client(srv.port)];
-    for (const s of [x, y]) {
-      s.write(get('/'));
-      expect(await until(() => s.answer.includes('ok'))).toBe(true);
-    }
+    await askInTurn([x, y]);
     await client(srv.port); // ranks x, y (idle) then w (owing), and takes x's place
     expect(await until(() => x.closedByServer)).toBe(true);
     // Since: y starts a request (owing now), w finishes one (idle now).
@@ -120,10 +121,7 @@ describe('the connection limit', () => {
   test('a connection that closed since it was ranked is not counted twice', async () => {
     srv = await limitedServer(2);
     const [a, b] = [await client(srv.port), await client(srv.port)];
-    for (const s of [a, b]) {
-      s.write(get('/'));
-      expect(await until(() => s.answer.includes('ok'))).toBe(true);
-    }
+    await askInTurn([a, b]);
     await client(srv.port); // ranks a, b; a goes
     expect(await until(() => a.closedByServer)).toBe(true);
     b.destroy(); // ranked, now gone
@@ -173,10 +171,7 @@ describe('the connection limit', () => {
   test('arrivals within one ranking: a connection busy since it was ranked is skipped, and a used-up ranking is made again', async () => {
     srv = await limitedServer(3);
     const [a, b, c] = [await client(srv.port), await client(srv.port), await client(srv.port)];
-    for (const s of [a, b, c]) {
-      s.write(get('/'));
-      expect(await until(() => s.answer.includes('ok'))).toBe(true);
-    }
+    await askInTurn([a, b, c]);
     const d = await client(srv.port); // ranks a, b, c (all idle) and takes a's place
     expect(await until(() => a.closedByServer)).toBe(true);
     // Within the ranking's 100 ms: b starts a request, then e comes. b is skipped; c goes.

@@ -15,9 +15,7 @@ const fixtures = path.join(__dirname, '..', '__test__', 'fixtures');
 function compile(source, artifact, cross = null) {
   fs.mkdirSync(path.dirname(artifact), { recursive: true });
   const cc = cross === null ? process.env.CC || 'cc' : cross.cc;
-  // GCC's outline atomics on arm64 call glibc's __getauxval, which musl lacks.
-  const flags = cross !== null && cross.target.startsWith('aarch64') ? ['-mno-outline-atomics'] : [];
-  execFileSync(cc, ['-shared', '-fPIC', '-O2', ...flags, '-I', fixtures, '-o', artifact, source, '-lm'], { env: cross === null ? process.env : { ...process.env, ...cross.env } });
+  execFileSync(cc, ['-shared', '-fPIC', '-O2', ...(cross === null ? [] : cross.cflags), '-I', fixtures, '-o', artifact, source, '-lm'], { env: cross === null ? process.env : { ...process.env, ...cross.env } });
   return artifact;
 }
 

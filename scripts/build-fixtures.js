@@ -17,8 +17,7 @@ const CC = cross ? cross.cc : process.env.CC || 'cc';
 const OUT = cross ? buildDir(cross.platform) : BUILD;
 const EXT = extension(cross ? cross.platform : path.basename(BUILD));
 const env = cross ? { ...process.env, ...cross.env } : process.env;
-// GCC's outline atomics call glibc's __getauxval, which musl lacks: inline atomics run on both.
-const targetFlags = cross && cross.target.startsWith('aarch64') ? ['-mno-outline-atomics'] : [];
+const targetFlags = cross ? cross.cflags : [];
 
 function compile(f) {
   // -ffp-contract=off: the tests compute expected values with one rounding per operation, and

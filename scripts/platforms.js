@@ -63,13 +63,14 @@ function resolverBinding(cross) {
     const node = fs.existsSync(at) ? fs.readdirSync(at).find((f) => f.endsWith('.node')) : undefined;
     return node && path.join(at, node);
   };
-  if (!find()) {
-    fs.mkdirSync(dir, { recursive: true });
-    fs.writeFileSync(path.join(dir, 'package.json'), '{"name":"zgc-platform-jest-resolver","private":true}\n');
-    execFileSync('npm', ['install', '--force', '--no-audit', '--no-fund', '--loglevel=error', `${pkg}@${version}`], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
-  }
-  if (!find()) throw new Error(`npm did not install ${pkg}@${version}`);
-  return find();
+  const found = find();
+  if (found) return found;
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, 'package.json'), '{"name":"zgc-platform-jest-resolver","private":true}\n');
+  execFileSync('npm', ['install', '--force', '--no-audit', '--no-fund', '--loglevel=error', `${pkg}@${version}`], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
+  const installed = find();
+  if (!installed) throw new Error(`npm did not install ${pkg}@${version}`);
+  return installed;
 }
 
 function testTarget(target, specs, tarballs) {

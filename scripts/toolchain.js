@@ -203,8 +203,9 @@ function muslCompiler(triple, gcc, libgccS) {
 }
 
 /**
- * Fetches what `target` needs, then its settings: `env` for cargo and the C compiler, `cc`,
- * and `run`, the command prefix that runs one of its programs here (its Node first).
+ * Fetches what `target` needs, then its settings: `env` for cargo and the C compiler, `cc` and
+ * the flags every C library of the target takes (`cflags`), and `run`, the command prefix
+ * that runs one of its programs here (its Node first).
  */
 function ensure(target) {
   const t = TARGETS[target];
@@ -244,7 +245,9 @@ function ensure(target) {
     run = arm ? [usr('bin', 'qemu-aarch64-static'), '-L', musl.sysroot, usr('lib', triple, 'libc.so'), ...loader] : [usr('lib', triple, 'libc.so'), ...loader];
   }
   Object.assign(env, { [`CARGO_TARGET_${envKey}_LINKER`]: cc, [`CC_${target.replaceAll('-', '_')}`]: cc });
-  return { target, platform: t.platform, cc, env, node: nodeFor(target), run };
+  // GCC's outline atomics call glibc's __getauxval, which musl lacks: inline atomics run on both.
+  const cflags = target.startsWith('aarch64') ? ['-mno-outline-atomics'] : [];
+  return { target, platform: t.platform, cc, cflags, env, node: nodeFor(target), run };
 }
 
 module.exports = { ensure, TARGETS, cache };
