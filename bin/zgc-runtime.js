@@ -60,7 +60,9 @@ function serve(options) {
     log(`cannot listen on ${options.host}:${options.port}: ${err.code || err.message}`);
     process.exit(1);
   });
-  server.listen(options.port, options.host, () => {
+  // A listen queue of 4,096 (the kernel caps it at net.core.somaxconn) instead of Node's 511:
+  // past the queue, a burst's connection attempts are dropped and retried by TCP after 1 s.
+  server.listen({ port: options.port, host: options.host, backlog: 4096 }, () => {
     const { address, port } = server.address();
     const shown = address.includes(':') ? `[${address}]` : address;
     const ready = () => console.log(`zgc-runtime serve: listening on http://${shown}:${port} (models: ${[...server.zgc.repository.models.keys()].join(', ')})`);
