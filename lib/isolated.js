@@ -10,7 +10,7 @@ const path = require('node:path');
 const { NativeIsolate } = require('./native');
 const { ZgcError, fromNative } = require('./errors');
 const { toTypedArray, forSource } = require('./values');
-const { platformName } = require('./platform');
+const { platformName, hostName } = require('./platform');
 const { OUTPUT_ARRAYS, STORAGE_ARRAYS, infoOf, asFloat16, inRealm } = require('./describe');
 
 const RUN = 1;
@@ -76,6 +76,13 @@ function positive(what, value) {
 function isolationOptions(options, where) {
   const isolate = options.isolate === undefined ? 'none' : options.isolate;
   if (isolate !== 'none' && isolate !== 'process') throw new TypeError(`${where} option isolate must be 'none' or 'process', got ${JSON.stringify(isolate)}`);
+  // The addon has isolation only where it was built with it: Linux (memfd, pidfd, the parent-death signal).
+  if (isolate === 'process' && NativeIsolate === undefined) {
+    throw new ZgcError(
+      'ERR_ZGC_INSTANCE_START',
+      `${where} option isolate: 'process' runs on Linux only, and this is ${platformName()} (${hostName()}): leave isolate out to run in-process (see docs/isolation.md)`,
+    );
+  }
   const timeoutMs = positive('option timeoutMs', options.timeoutMs);
   const maxMemoryMb = positive('option maxMemoryMb', options.maxMemoryMb);
   const startTimeoutMs = positive('option startTimeoutMs', options.startTimeoutMs);

@@ -6,6 +6,9 @@
  */
 function platformName() {
   const { platform, arch } = process;
+  // The Windows build is MinGW's (napi-rs's `-gnu`); Node-API is a C ABI, so every Windows
+  // Node (Microsoft's compiler builds the official ones) loads it.
+  if (platform === 'win32') return `win32-${arch}-gnu`;
   if (platform !== 'linux') return `${platform}-${arch}`;
   const report = process.report && typeof process.report.getReport === 'function' ? process.report.getReport() : null;
   const glibc = report && report.header && report.header.glibcVersionRuntime;
@@ -18,6 +21,7 @@ const TARGET_PLATFORMS = {
   'aarch64-unknown-linux-gnu': 'linux-arm64-gnu',
   'x86_64-unknown-linux-musl': 'linux-x64-musl',
   'aarch64-unknown-linux-musl': 'linux-arm64-musl',
+  'x86_64-pc-windows-gnu': 'win32-x64-gnu',
 };
 
 /** The JavaScript host and its version, for messages: `Node v24.1.0`, `Bun 1.2.0`, `Deno 2.1.0`. */

@@ -24,6 +24,7 @@ function compile(f) {
   // aarch64's GCC fuses multiply-adds by default.
   const args = ['-shared', '-fPIC', '-O2', '-Wall', '-Wextra', '-Werror', '-ffp-contract=off', ...targetFlags, '-o', path.join(OUT, `${f.name}${EXT}`)];
   for (const d of f.defines || []) args.push(`-D${d}`);
+  args.push(...(f.cflags || []));
   args.push(path.join(SRC, f.source), ...(f.libs || []));
   return new Promise((resolve, reject) => {
     execFile(CC, args, { env }, (err, _stdout, stderr) => (err ? reject(new Error(`${CC} ${args.join(' ')}\n${stderr}`)) : resolve()));
@@ -33,14 +34,16 @@ function compile(f) {
 async function main() {
   const BUILD = OUT;
   fs.mkdirSync(BUILD, { recursive: true });
-  const queue = [...fixtures];
+  const system = cross ? cross.platform.split('-')[0] : process.platform;
+  const wanted = fixtures.filter((f) => f.os === undefined || f.os === system);
+  const queue = [...wanted];
   const workers = Array.from({ length: Math.max(2, os.availableParallelism()) }, async () => {
     while (queue.length) await compile(queue.shift());
   });
   await Promise.all(workers);
   // Not a shared library at all: dlopen must fail cleanly.
   fs.writeFileSync(path.join(BUILD, `not-a-library${EXT}`), 'this is text, not ELF\n');
-  console.log(`built ${fixtures.length} fixtures in ${path.relative(process.cwd(), BUILD)}`);
+  console.log(`built ${wanted.length} fixtures in ${path.relative(process.cwd(), BUILD)}`);
 }
 
 main().catch((err) => {

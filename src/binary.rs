@@ -64,6 +64,11 @@ pub fn identify(bytes: &[u8]) -> Option<BinaryKind> {
         return elf(bytes);
     }
     if bytes.starts_with(b"MZ") {
+        // The PE header sits where the word at 0x3c says: a head too short to reach it tells nothing.
+        let at = u32::from_le_bytes(bytes.get(0x3c..0x40)?.try_into().ok()?) as usize;
+        if bytes.len() < at.checked_add(6)? {
+            return None;
+        }
         let cpu = pe_machine(bytes).unwrap_or("unknown CPU");
         return Some(BinaryKind { format: "PE", cpu: cpu.to_owned(), libc: None });
     }

@@ -86,6 +86,13 @@ fn windows_and_macos_libraries_are_recognised() {
     pe[0x84..0x86].copy_from_slice(&0x8664u16.to_le_bytes());
     assert_eq!(identify(&pe), Some(BinaryKind { format: "PE", cpu: "x86-64".into(), libc: None }));
     assert!(mismatch(&pe, &glibc_x64()).unwrap().starts_with("it is an x86-64 PE library, and this platform loads an x86-64 ELF library linked against glibc (.so)"));
+    // A head that stops before the PE header (MinGW puts it at 0x80) says nothing yet, rather
+    // than "unknown CPU": the loader's first read must reach it.
+    assert_eq!(identify(&pe[..64]), None);
+    assert_eq!(identify(&pe[..0x85]), None);
+    assert_eq!(identify(&pe[..0x86]), Some(BinaryKind { format: "PE", cpu: "x86-64".into(), libc: None }));
+    pe[0x84..0x86].copy_from_slice(&0x1234u16.to_le_bytes());
+    assert_eq!(identify(&pe).unwrap().cpu, "unknown CPU");
     let macho = [0xcf, 0xfa, 0xed, 0xfe, 0x0c, 0, 0, 0x01, 0, 0, 0, 0];
     assert_eq!(identify(&macho), Some(BinaryKind { format: "Mach-O", cpu: "aarch64".into(), libc: None }));
 }

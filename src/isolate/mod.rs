@@ -12,7 +12,9 @@
 //! byte on the control socket to wake it; the sequence words, not the bytes, say what is
 //! done, so a stray byte costs one wake-up.
 
+#[cfg(target_os = "linux")]
 pub mod child;
+#[cfg(target_os = "linux")]
 pub mod host;
 
 use crate::abi::{Binding, DType, Kind};

@@ -1,6 +1,7 @@
 //! The napi-rs binding: a thin layer from JavaScript values to the core. The TypeScript-facing
 //! API (`index.js`) wraps these classes; they are not meant to be used directly.
 
+#[cfg(target_os = "linux")]
 mod isolate;
 mod json;
 mod pto;

@@ -424,11 +424,13 @@ pub fn undefined(env: sys::napi_env) -> sys::napi_value {
     value
 }
 
+#[cfg(target_os = "linux")]
 unsafe extern "C" fn release_region(_env: sys::napi_env, _data: *mut std::ffi::c_void, hint: *mut std::ffi::c_void) {
     // SAFETY: `hint` is the Box made in `region_buffer` for this buffer; V8 calls this once.
     drop(unsafe { Box::from_raw(hint.cast::<std::sync::Arc<super::process::SharedRegion>>()) });
 }
 
+#[cfg(target_os = "linux")]
 /// On the JS thread: an external ArrayBuffer over an isolated instance's shared region. Its
 /// finalizer holds a share of the mapping, so no view outlives it; `None` where the host
 /// forbids external buffers.

@@ -1,6 +1,7 @@
 //! The artifact's shared library: opened once, its 15 functions resolved up front, and a safe
 //! method for each call that does not take runtime storage (those are in `runtime`).
 
+use super::dylib::{self, BytesFile};
 use crate::abi::{self, RawSourceDescriptor, RawTensorDescriptor, SourceFields, TensorFields};
 use crate::error::{Error, Result};
 use crate::meta::MAX_RANK;
@@ -21,13 +22,6 @@ pub(super) type FnCopyOutput = unsafe extern "C" fn(*mut c_void, usize, *mut c_v
 
 /// Longest source name read; bounds the scan of a name that is not NUL-terminated.
 const MAX_NAME: usize = 4096;
-
-/// glibc's RTLD_DEEPBIND: the artifact resolves its own symbols before the process's, so a
-/// function named like one Node exports (libuv, OpenSSL, V8) stays the artifact's own.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-const RTLD_DEEPBIND: c_int = 0x0008;
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-const RTLD_DEEPBIND: c_int = 0;
 
 pub(super) struct Api {
     abi_version: FnU32,
@@ -52,12 +46,10 @@ pub(super) struct Api {
 pub struct ArtifactLibrary {
     pub(super) api: Api,
     pub path: String,
-    _library: libloading::os::unix::Library,
-    /// The memfd a library loaded from bytes came from, closed only after the library
-    /// (dropped first). glibc's dlopen returns an already loaded library whose name matches,
-    /// and the name is `/proc/self/fd/N`: were N closed and reused for other bytes while this
-    /// library is loaded, dlopen would hand back this library instead of the new one.
-    _memfd: Option<std::fs::File>,
+    _library: libloading::Library,
+    /// The file a library loaded from bytes came from, dropped after the library (see
+    /// `dylib::BytesFile`).
+    _bytes: Option<BytesFile>,
 }
 
 impl ArtifactLibrary {
@@ -68,11 +60,10 @@ impl ArtifactLibrary {
         if let Some(why) = foreign_header(path) {
             return Err(Error::Load { path: path.to_owned(), reason: why });
         }
-        let flags = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL | RTLD_DEEPBIND;
         // SAFETY: loading runs the library's initialisers. An artifact is trusted code by the
         // ABI's own terms (it runs in the caller's process); everything it *reports* is
         // validated before use, which is what this crate can check.
-        let library = unsafe { libloading::os::unix::Library::open(Some(path), flags) }
+        let library = unsafe { dylib::open(path, true) }
             .map_err(|e| Error::Load { path: path.to_owned(), reason: load_failure(path, &e) })?;
         // The version is checked before anything else is resolved: another ABI version may
         // export other symbols, and saying so beats naming a missing one.
@@ -83,17 +74,16 @@ impl ArtifactLibrary {
             return Err(Error::AbiVersion { path: path.to_owned(), found });
         }
         let api = resolve(&library, path)?;
-        Ok(ArtifactLibrary { api, path: path.to_owned(), _library: library, _memfd: None })
+        Ok(ArtifactLibrary { api, path: path.to_owned(), _library: library, _bytes: None })
     }
 
-    /// Loads an artifact from bytes without leaving a file behind: an anonymous memfd on
-    /// Linux, which lives exactly as long as the library.
-    #[cfg(target_os = "linux")]
+    /// Loads an artifact from bytes without leaving a file behind once it is dropped: an
+    /// anonymous memfd on Linux, a temporary file elsewhere.
     pub fn from_bytes(bytes: &[u8], label: &str) -> Result<ArtifactLibrary> {
-        let (file, fd_path) = memfd_with(bytes, c"zgc-artifact").map_err(|reason| Error::Load { path: label.to_owned(), reason })?;
-        let mut library = ArtifactLibrary::open(&fd_path).map_err(|e| relabel(e, label))?;
+        let (file, file_path) = dylib::bytes_file(bytes, c"zgc-artifact").map_err(|reason| Error::Load { path: label.to_owned(), reason })?;
+        let mut library = ArtifactLibrary::open(&file_path).map_err(|e| relabel(e, label))?;
         library.path = label.to_owned();
-        library._memfd = Some(file);
+        library._bytes = Some(file);
         Ok(library)
     }
 
@@ -202,27 +192,6 @@ impl ArtifactLibrary {
     }
 }
 
-/// An anonymous memfd holding `bytes`, and the `/proc/self/fd/N` path dlopen opens it by.
-/// The file must outlive the library loaded from it (see `ArtifactLibrary::_memfd`).
-#[cfg(target_os = "linux")]
-pub(super) fn memfd_with(bytes: &[u8], name: &std::ffi::CStr) -> std::result::Result<(std::fs::File, String), String> {
-    use std::io::Write;
-    use std::os::fd::FromRawFd;
-    extern "C" {
-        fn memfd_create(name: *const c_char, flags: std::ffi::c_uint) -> c_int;
-    }
-    const MFD_CLOEXEC: std::ffi::c_uint = 1;
-    // SAFETY: `name` is NUL-terminated (a CStr); the call has no other inputs.
-    let fd = unsafe { memfd_create(name.as_ptr(), MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(format!("memfd_create failed: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: `fd` was just returned by memfd_create and nothing else owns it.
-    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
-    file.write_all(bytes).map_err(|e| format!("writing the memfd failed: {e}"))?;
-    Ok((file, format!("/proc/self/fd/{fd}")))
-}
-
 /// libloading's message plus dlerror's, which says what actually went wrong.
 /// Another platform's library, told from the file's first bytes (format and CPU only: its C
 /// library is named when dlopen fails, since musl loads a glibc library that needs only what
@@ -230,7 +199,9 @@ pub(super) fn memfd_with(bytes: &[u8], name: &std::ffi::CStr) -> std::result::Re
 fn foreign_header(path: &str) -> Option<String> {
     use std::io::Read;
     let mut head = Vec::new();
-    std::fs::File::open(path).and_then(|f| f.take(64).read_to_end(&mut head)).ok()?;
+    // 4 KiB: ELF's and Mach-O's headers are at the start, PE's where the DOS header points (in
+    // practice within the first few hundred bytes).
+    std::fs::File::open(path).and_then(|f| f.take(4096).read_to_end(&mut head)).ok()?;
     let mut here = crate::binary::this_platform();
     here.libc = None;
     crate::binary::mismatch(&head, &here)
@@ -266,7 +237,7 @@ fn relabel(err: Error, label: &str) -> Error {
     }
 }
 
-fn get<T: Copy>(library: &libloading::os::unix::Library, path: &str, index: usize) -> Result<T> {
+fn get<T: Copy>(library: &libloading::Library, path: &str, index: usize) -> Result<T> {
     let name = abi::SYMBOLS[index];
     // SAFETY: `T` is the C signature the ABI gives this symbol (the order of SYMBOLS and of
     // the fields in `resolve` is the same); the pointer is used only while `library` is open.
@@ -275,7 +246,7 @@ fn get<T: Copy>(library: &libloading::os::unix::Library, path: &str, index: usiz
         .map_err(|_| Error::MissingSymbol { path: path.to_owned(), symbol: name })
 }
 
-fn resolve(library: &libloading::os::unix::Library, path: &str) -> Result<Api> {
+fn resolve(library: &libloading::Library, path: &str) -> Result<Api> {
     Ok(Api {
         abi_version: get(library, path, 0)?,
         fingerprint: get(library, path, 1)?,

@@ -1,7 +1,7 @@
 //! The PTO host library's six C functions, resolved at load and wrapped one safe method each.
 //! Used only on the library's own thread, by `pto::Host`, which enforces the call order.
 
-use super::library::memfd_with;
+use super::dylib::{self, BytesFile};
 use super::memory::AlignedBuf;
 use crate::pto::host::RUNTIME_ALIGNMENT;
 use crate::pto::{HostApi, LaunchParams, PtoError};
@@ -20,23 +20,22 @@ pub struct PtoLibrary {
     register_kernel: FnRegister,
     set_device: FnDevice,
     size: usize,
-    _library: libloading::os::unix::Library,
-    /// Outlives the library loaded from it (see `ArtifactLibrary::_memfd`).
-    _memfd: Option<std::fs::File>,
+    _library: libloading::Library,
+    /// Dropped after the library loaded from it (see `dylib::BytesFile`).
+    _bytes: Option<BytesFile>,
 }
 
 impl PtoLibrary {
     pub fn open(path: &str) -> Result<PtoLibrary, PtoError> {
         // No RTLD_DEEPBIND: the upstream library is C++, and a deep-bound libstdc++ user
         // gets its own copies of the standard streams.
-        let flags = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL;
         // SAFETY: loading runs the library's initialisers; the host library is trusted code
         // (it drives the device from this process). Its results are all checked.
-        let library = unsafe { libloading::os::unix::Library::open(Some(path), flags) }.map_err(|e| PtoError::Load {
+        let library = unsafe { dylib::open(path, false) }.map_err(|e| PtoError::Load {
             path: path.to_owned(),
             reason: std::error::Error::source(&e).map_or_else(|| e.to_string(), |c| format!("{e}: {c}")),
         })?;
-        fn get<T: Copy>(library: &libloading::os::unix::Library, path: &str, symbol: &'static str) -> Result<T, PtoError> {
+        fn get<T: Copy>(library: &libloading::Library, path: &str, symbol: &'static str) -> Result<T, PtoError> {
             // SAFETY: each call below names `T` as the C signature the spec gives `symbol`;
             // the pointer is used only while the library, owned next to it, stays loaded.
             unsafe { library.get::<T>(symbol.as_bytes()) }
@@ -53,20 +52,20 @@ impl PtoLibrary {
             // SAFETY: takes no arguments and returns sizeof(Runtime).
             size: unsafe { get_runtime_size() },
             _library: library,
-            _memfd: None,
+            _bytes: None,
         };
         Ok(lib)
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<PtoLibrary, PtoError> {
         let label = "<bytes>";
-        let (file, fd_path) = memfd_with(bytes, c"zgc-pto-library").map_err(|reason| PtoError::Load { path: label.into(), reason })?;
-        let mut library = PtoLibrary::open(&fd_path).map_err(|e| match e {
+        let (file, file_path) = dylib::bytes_file(bytes, c"zgc-pto-library").map_err(|reason| PtoError::Load { path: label.into(), reason })?;
+        let mut library = PtoLibrary::open(&file_path).map_err(|e| match e {
             PtoError::Load { reason, .. } => PtoError::Load { path: label.into(), reason },
             PtoError::MissingSymbol { symbol, .. } => PtoError::MissingSymbol { path: label.into(), symbol },
             other => other,
         })?;
-        library._memfd = Some(file);
+        library._bytes = Some(file);
         Ok(library)
     }
 
