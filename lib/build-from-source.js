@@ -39,9 +39,10 @@ function buildFromSource({ root = ROOT, log = console.log, force = false } = {})
     log('zgc-runtime: cargo build failed (its output is above).');
     return 1;
   }
-  const library = path.join(target, 'release', process.platform === 'darwin' ? 'libzgc_runtime.dylib' : 'libzgc_runtime.so');
-  fs.copyFileSync(library, path.join(root, `zgc-runtime.${platformName()}.node`));
-  if (buildHost({ root, log, targetDir: target }) !== 0) return 1;
+  const file = { darwin: 'libzgc_runtime.dylib', win32: 'zgc_runtime.dll' }[process.platform] || 'libzgc_runtime.so';
+  fs.copyFileSync(path.join(target, 'release', file), path.join(root, `zgc-runtime.${platformName()}.node`));
+  // Isolation runs on Linux only: elsewhere there is no host program.
+  if (process.platform === 'linux' && buildHost({ root, log, targetDir: target }) !== 0) return 1;
   if (!hadTarget) fs.rmSync(target, { recursive: true, force: true });
   if (!addonLoads(root)) {
     log('zgc-runtime: the addon was built but does not load; require("zgc-runtime") says why.');

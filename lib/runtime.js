@@ -50,7 +50,8 @@ const dispose = Symbol.dispose || Symbol.for('nodejs.dispose');
 /** `~` expanded and made absolute, symlinks resolved where the file exists (as Python's resolve()). */
 function resolvePath(p) {
   let expanded = p;
-  if (p === '~' || p.startsWith('~/')) expanded = path.join(os.homedir(), p.slice(1));
+  // `~\` too on Windows, as Python's expanduser takes it there.
+  if (p === '~' || p.startsWith('~/') || p.startsWith(`~${path.sep}`)) expanded = path.join(os.homedir(), p.slice(1));
   const absolute = path.resolve(expanded);
   try {
     return fs.realpathSync(absolute);

@@ -3,14 +3,15 @@
 
 // node scripts/cross-build.js TARGET...: builds, for each Rust target, what the platform
 // package holds and what its tests need, with the toolchain of scripts/toolchain.js:
-// zgc-runtime.<platform>.node, zgc-runtime-host.<platform> (next to the package, as
+// zgc-runtime.<platform>.node, zgc-runtime-host.<platform> on Linux (next to the package, as
 // `npm run build` puts this platform's), the fixtures in __test__/fixtures/build/<platform>
-// and the README's example artifact in examples/build/<platform>/mlp.so.
+// and the README's example artifact in examples/build/<platform>/mlp.so (mlp.dll on Windows).
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
 const { ensure } = require('./toolchain');
 const { buildHost } = require('../lib/build-from-source');
 const { buildMlp } = require('../examples/build');
+const { extension } = require('../__test__/fixtures/manifest');
 
 const root = path.join(__dirname, '..');
 
@@ -24,10 +25,11 @@ function crossBuild(target) {
   };
   console.error(`cross-build: ${target} (${cross.platform})`);
   step(napi, ['build', '--platform', '--release', '--features', 'node', '--target', target, '--no-js', '--dts', 'native.d.ts']);
-  if (buildHost({ cross, log: console.error }) !== 0) throw new Error(`the host program did not build for ${target}`);
+  // Isolation runs on Linux only: elsewhere there is no host program to build.
+  if (cross.platform.startsWith('linux-') && buildHost({ cross, log: console.error }) !== 0) throw new Error(`the host program did not build for ${target}`);
   step(process.execPath, [path.join(__dirname, 'build-fixtures.js'), '--target', target]);
   // The README's quick start artifact, for the platform's smoke test.
-  buildMlp(path.join(root, 'examples', 'build', cross.platform, 'mlp.so'), cross);
+  buildMlp(path.join(root, 'examples', 'build', cross.platform, `mlp${extension(cross.platform)}`), cross);
   return cross;
 }
 

@@ -3,7 +3,7 @@
 
 // npm run pack [-- DEST] [--targets all|T1,T2]: the tarballs a release publishes, the napi-rs way.
 // - zgc-runtime-<platform>, one per target: npm/<platform>/package.json (os, cpu, libc), the
-//   addon and the host program of isolated instances;
+//   addon and, on Linux, the host program of isolated instances;
 // - zgc-runtime: with `optionalDependencies` on the platform packages at the same version,
 //   which `napi pre-publish` adds at release time. The checkout's package.json has none,
 //   because an unpublished optional dependency cannot be in its lockfile.
@@ -41,8 +41,9 @@ function pack({ dest, targets }) {
   for (const target of chosen) {
     const platform = PLATFORMS[target];
     const binary = path.join(root, `${manifest.napi.binaryName}.${platform}.node`);
-    const hostProgram = path.join(root, `zgc-runtime-host.${platform}`);
-    if (!fs.existsSync(binary) || !fs.existsSync(hostProgram)) {
+    // Isolation, and so its host program, is Linux's only.
+    const hostProgram = platform.startsWith('linux-') ? path.join(root, `zgc-runtime-host.${platform}`) : null;
+    if (!fs.existsSync(binary) || (hostProgram !== null && !fs.existsSync(hostProgram))) {
       if (target === host) throw new Error(`${binary} or ${hostProgram} is missing: run npm run build first`);
       require('./cross-build').crossBuild(target);
     }
@@ -50,8 +51,10 @@ function pack({ dest, targets }) {
     try {
       fs.copyFileSync(path.join(root, 'npm', platform, 'package.json'), path.join(stage, 'package.json'));
       fs.copyFileSync(binary, path.join(stage, path.basename(binary)));
-      fs.copyFileSync(hostProgram, path.join(stage, path.basename(hostProgram)));
-      fs.chmodSync(path.join(stage, path.basename(hostProgram)), 0o755);
+      if (hostProgram !== null) {
+        fs.copyFileSync(hostProgram, path.join(stage, path.basename(hostProgram)));
+        fs.chmodSync(path.join(stage, path.basename(hostProgram)), 0o755);
+      }
       tarballs.platforms[platform] = npmPack(stage);
     } finally {
       fs.rmSync(stage, { recursive: true, force: true });

@@ -215,6 +215,13 @@ pub(crate) fn load_failure(path: &str, e: &libloading::Error) -> String {
     // The head of the file holds the ELF headers and, in practice, the dynamic section.
     let mut head = Vec::new();
     let read = std::fs::File::open(path).and_then(|f| f.take(64 << 20).read_to_end(&mut head));
+    // Windows' loader says "module not found" for a missing dependency and for a missing file alike.
+    if let (true, Err(io)) = (cfg!(windows), &read) {
+        return match io.kind() {
+            std::io::ErrorKind::NotFound => format!("{loader}; no file exists at this path"),
+            _ => format!("{loader}; the file itself cannot be opened: {io}"),
+        };
+    }
     match read.ok().and_then(|_| crate::binary::mismatch(&head, &crate::binary::this_platform())) {
         Some(why) => format!("{why} (the dynamic loader said: {loader})"),
         None => loader,
