@@ -46,6 +46,8 @@ describe('npm pack, then install from the tarballs with no network', () => {
       'zgc-runtime-linux-x64-musl': version,
       'zgc-runtime-linux-arm64-musl': version,
       'zgc-runtime-win32-x64-gnu': version,
+      'zgc-runtime-darwin-x64': version,
+      'zgc-runtime-darwin-arm64': version,
     });
     expect(manifest.exports['.']).toEqual({ types: './index.d.ts', import: './index.mjs', require: './index.js' });
     expect(manifest.engines.node).toMatch(/>=\s*20/);
@@ -100,7 +102,7 @@ describe('npm pack, then install from the tarballs with no network', () => {
     expect(r.stderr).toContain('ERR_ZGC_NATIVE_MISSING');
     expect(r.stderr).toContain(`optional package zgc-runtime-linux-x64-gnu@${version}, which is not installed`);
     expect(r.stderr).toContain('cannot load the native addon for linux-x64-gnu (linux x64, Node ');
-    expect(r.stderr).toContain('Prebuilt packages: zgc-runtime-linux-x64-gnu, zgc-runtime-linux-arm64-gnu, zgc-runtime-linux-x64-musl, zgc-runtime-linux-arm64-musl, zgc-runtime-win32-x64-gnu.');
+    expect(r.stderr).toContain('Prebuilt packages: zgc-runtime-linux-x64-gnu, zgc-runtime-linux-arm64-gnu, zgc-runtime-linux-x64-musl, zgc-runtime-linux-arm64-musl, zgc-runtime-win32-x64-gnu, zgc-runtime-darwin-x64, zgc-runtime-darwin-arm64.');
     expect(r.stderr).toContain('Fix: build it from the bundled sources (needs Rust\'s cargo and a C compiler): npx zgc-runtime build-from-source');
     // Unpublished: no fix may be an `npm install` of a name the registry does not have.
     expect(r.stderr).not.toMatch(/npm install zgc-runtime-linux-x64-gnu@/);

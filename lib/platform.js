@@ -22,6 +22,9 @@ const TARGET_PLATFORMS = {
   'x86_64-unknown-linux-musl': 'linux-x64-musl',
   'aarch64-unknown-linux-musl': 'linux-arm64-musl',
   'x86_64-pc-windows-gnu': 'win32-x64-gnu',
+  // Built and tested on macOS runners by .github/workflows/release.yml: no Mac here.
+  'x86_64-apple-darwin': 'darwin-x64',
+  'aarch64-apple-darwin': 'darwin-arm64',
 };
 
 /** The JavaScript host and its version, for messages: `Node v24.1.0`, `Bun 1.2.0`, `Deno 2.1.0`. */

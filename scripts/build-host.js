@@ -6,4 +6,8 @@
 // (--features node) leaves the binary out, since a binary cannot link the napi symbols.
 const { buildHost } = require('../lib/build-from-source');
 
+if (process.platform !== 'linux') {
+  console.log('build-host: isolated instances run on Linux only; no host program to build here');
+  process.exit(0);
+}
 process.exit(buildHost({ profile: process.argv.includes('--debug') ? 'debug' : 'release' }));

@@ -28,7 +28,10 @@ function pack({ dest, targets }) {
   const original = fs.readFileSync(manifestPath, 'utf8');
   const manifest = JSON.parse(original);
   const host = Object.keys(PLATFORMS).find((t) => PLATFORMS[t] === platformName());
-  const chosen = targets === null ? [host] : targets === 'all' ? manifest.napi.targets : targets.split(',');
+  // `all`: every target this machine builds, itself and those with a cross toolchain here
+  // (macOS's come from the release workflow's Mac runners).
+  const buildable = (t) => t === host || Object.hasOwn(require('./toolchain').TARGETS, t);
+  const chosen = targets === null ? [host] : targets === 'all' ? manifest.napi.targets.filter(buildable) : targets.split(',');
   for (const t of chosen) {
     if (!manifest.napi.targets.includes(t) || !PLATFORMS[t]) throw new Error(`--targets: ${t} is not a target of this package (targets: ${manifest.napi.targets.join(', ')})`);
   }

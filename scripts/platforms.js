@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 
-// npm run test:platforms [-- --targets all|T1,T2] [SPEC...]: the package on the platforms this
+// npm run test:platforms [-- --targets all|T1,T2 | --here] [SPEC...]: the package on the platforms this
 // machine emulates. For each target: cross-builds it (scripts/cross-build.js), packs the tarballs, installs them into a fresh project with npm
 // (--force: npm refuses a package of another cpu), copies the test suite into the installed
 // package, and runs the platform's specs there with that platform's own Node under its
@@ -135,10 +135,22 @@ function testTarget(target, specs, tarballs) {
   }
 }
 
+/**
+ * `--here`: the same specs on this machine's own platform, in the checkout (what the release
+ * workflow runs on its macOS runners after `npm run build` and `npm run demo`).
+ */
+function here(specs) {
+  const { platformName } = require('../lib/platform');
+  const chosen = specsFor(platformName(), specs.length ? specs : SPECS);
+  const jest = path.join(root, 'node_modules', 'jest', 'bin', 'jest.js');
+  const r = spawnSync(process.execPath, [jest, ...chosen.map((s) => `__test__/${s}`)], { cwd: root, stdio: 'inherit' });
+  return r.status === 0 ? 0 : 1;
+}
+
 function main(argv) {
   const at = argv.indexOf('--targets');
   const manifest = require('../package.json');
-  const foreign = manifest.napi.targets.filter((t) => PLATFORMS[t] !== require('../lib/platform').platformName());
+  const foreign = manifest.napi.targets.filter((t) => PLATFORMS[t] !== require('../lib/platform').platformName() && Object.hasOwn(require('./toolchain').TARGETS, t));
   const targets = at < 0 || argv[at + 1] === 'all' ? foreign : argv[at + 1].split(',');
   const specs = argv.filter((a, i) => !a.startsWith('--') && argv[i - 1] !== '--targets');
   const dest = path.join(work, 'tarballs');
@@ -159,7 +171,9 @@ const IN_NPM_TEST = 'aarch64-unknown-linux-gnu';
 
 module.exports = { SPECS, main, IN_NPM_TEST };
 
-if (require.main === module) {
+if (require.main === module && process.argv.includes('--here')) {
+  process.exit(here(process.argv.slice(2).filter((a) => a !== '--here')));
+} else if (require.main === module) {
   const { passed, failed } = main(process.argv.slice(2));
   console.log(`${passed} passed, ${failed} failed`);
   process.exit(failed === 0 && passed > 0 ? 0 : 1);

@@ -15,11 +15,13 @@ const CLIENT = 'tritonclient[http]==2.73.0';
 // Schema checkers for deploy/'s manifests; the kserve SDK without its server stack (only its models are read).
 const VALIDATORS = ['kubernetes-validate==1.37.0', 'kubernetes==35.0.0'];
 const KSERVE = 'kserve==0.21.0';
+// The GitHub Actions auditor the release workflow's test runs (a static binary in a wheel).
+const ZIZMOR = 'zizmor==1.33.1';
 
 function installed() {
   try {
     execFileSync(PYTHON, ['-c', 'import zgc, tritonclient.http, kubernetes_validate, kubernetes.client, importlib.util as u; assert u.find_spec("kserve")'], { stdio: 'ignore' });
-    return true;
+    return fs.existsSync(path.join(VENV, 'bin', 'zizmor'));
   } catch {
     return false;
   }
@@ -28,10 +30,10 @@ function installed() {
 if (!installed()) {
   const python = process.env.PYTHON || 'python3';
   if (!fs.existsSync(PYTHON)) execFileSync(python, ['-m', 'venv', VENV], { stdio: 'inherit' });
-  execFileSync(PYTHON, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', PIN, CLIENT, ...VALIDATORS], { stdio: 'inherit' });
+  execFileSync(PYTHON, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', PIN, CLIENT, ...VALIDATORS, ZIZMOR], { stdio: 'inherit' });
   execFileSync(PYTHON, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--no-deps', KSERVE], { stdio: 'inherit' });
 }
-console.log(`reference runtime ${PIN}, ${CLIENT}, ${[...VALIDATORS, KSERVE].join(', ')} in ${path.relative(process.cwd(), VENV)}`);
+console.log(`reference runtime ${PIN}, ${CLIENT}, ${[...VALIDATORS, KSERVE, ZIZMOR].join(', ')} in ${path.relative(process.cwd(), VENV)}`);
 
 // The gRPC clients, in a venv of their own: grpcio and its protobuf pin apart from the kserve
 // models the manifest checks read above.
