@@ -188,6 +188,31 @@ describe('load() and what a Runtime tells about its artifact', () => {
     }
   });
 
+  test('a library of the other format says what it is: a Windows DLL on Linux, an ELF library on Windows', () => {
+    const cpu = process.arch === 'arm64' ? 'aarch64' : 'x86-64';
+    const pe = Buffer.alloc(0x100);
+    pe.write('MZ', 0, 'latin1');
+    pe.writeUInt32LE(0x80, 0x3c);
+    pe.write('PE\0\0', 0x80, 'latin1');
+    pe.writeUInt16LE(process.arch === 'arm64' ? 0xaa64 : 0x8664, 0x84);
+    const elf = Buffer.alloc(64);
+    elf.write('\x7fELF', 0, 'latin1');
+    elf[4] = 2; // 64-bit
+    elf[5] = 1; // little-endian
+    elf.writeUInt16LE(3, 16); // a shared object
+    elf.writeUInt16LE(process.arch === 'arm64' ? 183 : 62, 18);
+    const [bytes, found, here, ext] = process.platform === 'win32' ? [elf, 'ELF', 'PE', '.dll'] : [pe, 'PE', 'ELF', '.so'];
+    const file = path.join(os.tmpdir(), `zgc-other-format-${process.pid}${ext}`);
+    fs.writeFileSync(file, bytes);
+    try {
+      expect(() => load(file)).toThrow(
+        expect.objectContaining({ code: 'ERR_ZGC_LOAD', message: `cannot load artifact ${file}: it is an ${cpu} ${found} library, and this platform loads an ${cpu} ${here} library (${ext}): build the artifact for this platform` }),
+      );
+    } finally {
+      fs.rmSync(file, { force: true });
+    }
+  });
+
   test('an artifact whose init fails reports the status, and deinit is never called for it', () => {
     // status.c's deinit aborts the process when called on storage that init did not set up.
     let thrown;

