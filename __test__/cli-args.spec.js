@@ -220,10 +220,15 @@ describe('--input values', () => {
     expect(usage(() => readInput(rt, spec))).toBe(message);
   });
 
-  test('run needs every INPUT source; parameters may be left out', () => {
+  test('run needs every INPUT source and every BOUND one; OWNED parameters may be left out', () => {
     const { checkInputsGiven } = require('../lib/cli-args');
-    expect(usage(() => checkInputsGiven(rt, { x: [], q: [] }))).toBe('run needs --input for every INPUT source; missing: h (f16 [4]), m (bool [5])');
-    expect(() => checkInputsGiven(rt, { x: [], h: [], q: [], m: [] })).not.toThrow();
+    expect(usage(() => checkInputsGiven(rt, { x: [], q: [] }))).toBe('run needs --input for every INPUT source; missing: h (input, f16 [4]), m (input, bool [5])');
+    const inputs = { x: [], h: [], q: [], m: [] };
+    expect(usage(() => checkInputsGiven(rt, { ...inputs, wt: [], wp: [], wn: [], hb: [] }))).toBe(
+      'run needs values for every BOUND source, parameters too; missing: qb (parameter, i8 [2, 2]), mb (parameter, bool [3]). Give each with --input, as inputs are given: --input qb=qb.npy',
+    );
+    // s (state) and g (constant) are OWNED: the artifact holds them.
+    expect(() => checkInputsGiven(rt, { ...inputs, wt: [], wp: [], wn: [], hb: [], qb: [], mb: [] })).not.toThrow();
   });
 
   test.each([

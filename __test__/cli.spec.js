@@ -11,6 +11,7 @@ const { fixture, f16Bits, f16Value } = require('./helpers');
 const BIN = path.join(__dirname, '..', 'bin', 'zgc-runtime.js');
 const cli = (...args) => spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 60000 });
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-cli-'));
+const f = Math.fround;
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
 /** A .npy v1.0 file written by hand from the format description, not by lib/npy.js. */
@@ -56,6 +57,24 @@ describe('zgc-runtime inspect', () => {
 });
 
 describe('zgc-runtime run', () => {
+  test('f32 outputs print as f32: the shortest decimal that reads back to the same f32, as serve writes them', () => {
+    const r = cli('run', fixture('add'), '--input', 'a=0.1,1.3,3.4e38,inf', '--input', 'b=0.2,2.5,0,-inf');
+    expect(r.stderr).toBe('');
+    // 0.1f + 0.2f is the f32 0.30000001192092896: printed 0.3 (f32's shortest), not the double's digits.
+    const sums = [f(f(0.1) + f(0.2)), f(f(1.3) + f(2.5)), f(3.4e38), NaN];
+    expect(sums.map(String)).toEqual(['0.30000001192092896', '3.799999952316284', '3.3999999521443642e+38', 'NaN']);
+    expect(r.stdout.trim()).toBe('output 0  f32 [4]  [0.3, 3.8, 3.4e+38, NaN]');
+    const json = JSON.parse(cli('run', fixture('add'), '--json', '--input', 'a=0.1,1.3,1,1', '--input', 'b=0.2,2.5,0,0').stdout);
+    expect(json[0].data).toEqual([0.3, 3.8, 1, 1]);
+    // In and out of the artifact, the f32 values are unchanged: they only print shorter.
+    expect(json[0].data.map(f)).toEqual([sums[0], sums[1], 1, 1]);
+  });
+
+  test('--version prints the package version', () => {
+    const r = cli('--version');
+    expect({ status: r.status, stdout: r.stdout }).toEqual({ status: 0, stdout: `zgc-runtime ${require('../package.json').version}\n` });
+  });
+
   test('comma lists in, outputs printed', () => {
     const r = cli('run', fixture('add'), '--input', 'a=1,2.5,-3,4', '--input=b=0.5,0.5,0.5,0.5');
     expect(r.stderr).toBe('');
@@ -100,7 +119,14 @@ describe('zgc-runtime run', () => {
     [['run', fixture('add'), '--input', 'zz=1'], 2, /no source named "zz" \(its sources: a, b\)/],
     [['run', fixture('add'), '--input', 'a=1,x,3,4'], 2, /"x" is not a number/],
     [['run', fixture('add'), '--input', 'a=1,2,3', '--input', 'b=1,2,3,4'], 2, /--input a: 3 values given, source "a" \(f32 \[4\]\) takes 4/],
-    [['run', fixture('add'), '--input', 'a=1,2,3,4'], 2, /run needs --input for every INPUT source; missing: b \(f32 \[4\]\)/],
+    [['run', fixture('add'), '--input', 'a=1,2,3,4'], 2, /run needs --input for every INPUT source; missing: b \(input, f32 \[4\]\)/],
+    // Parameters are given as inputs are: the message says so rather than stopping at "unbound".
+    [['run', fixture('dtypes'), '--input', 'x=1,2,3,4,5,6', '--input', 'h=1,2,3,4', '--input', 'q=1,2,3,4,5', '--input', 'm=true,false,true,false,true'], 2, /run needs values for every BOUND source, parameters too; missing: wt \(parameter, f32 \[2, 3\]\), wp .* mb \(parameter, bool \[3\]\)\. Give each with --input, as inputs are given: --input wt=wt\.npy/],
+    // Past the type's largest finite value a number would silently become an infinity.
+    [['run', fixture('add'), '--input', 'a=1e400,1,1,1', '--input', 'b=1,1,1,1'], 2, /--input a: 1e400 is beyond f32's largest finite value \(3\.4028234663852886e\+38\); write inf or -inf for an infinity/],
+    [['run', fixture('add'), '--input', 'a=3.5e38,1,1,1', '--input', 'b=1,1,1,1'], 2, /--input a: 3\.5e38 is beyond f32's largest finite value/],
+    [['run', fixture('dtypes'), '--input', 'h=65520,1,1,1'], 2, /--input h: 65520 is beyond f16's largest finite value \(65504\)/],
+    [['inpect', 'x'], 2, /unknown command "inpect" \(did you mean "inspect"\?\) \(inspect, run, bench, serve, build-from-source\)/],
     [['serve', 'models/', '--help'], 0, /^$/],
     [['serve', fixture('dtypes'), '--port', '0'], 1, /source "wt" is a BOUND PARAMETER and config "parameters" gives it no file\. A lone artifact has no config: serve it from a model directory, dtypes\/1\/model\.so .*"wt":"wt\.npy","wp":"wp\.npy","wn":"wn\.npy","hb":"hb\.npy","qb":"qb\.npy","mb":"mb\.npy"/],
     [['run', '--help'], 0, /^$/],

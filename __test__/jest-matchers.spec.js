@@ -32,6 +32,16 @@ describe('toMatchTensor', () => {
     expect(y).toMatchTensor([0.3, 0.3, 0.6, 1000002], { atol: 1.5 });
   });
 
+  test('f32 values in a failure print as f32 (3.8), not as the doubles they widen to (3.799999952316284)', () => {
+    const [y] = rt.run({ a: [1.3, 2, 3, 4], b: [2.5, 0, 0, 0] });
+    expect(String(y.data[0])).toBe('3.799999952316284');
+    const message = failure(() => expect(y).toMatchTensor([3.9, 2, 3, 4]));
+    expect(message).toContain('first at index 0: received 3.8, expected 3.9');
+    // A Float32Array on the expected side prints the same way; a plain array's doubles as they are.
+    expect(failure(() => expect([3.9, 2]).toMatchTensor(Float32Array.of(3.8, 2)))).toContain('received 3.9, expected 3.8');
+    expect(failure(() => expect([0.30000000000000004]).toMatchTensor([0.5]))).toContain('received 0.30000000000000004, expected 0.5');
+  });
+
   test('the failure names the first differing index, its values and the max absolute error', () => {
     const [y] = rt.run({ a: [1, 2, 3, 4], b: [0, 0, 0, 0] });
     const message = failure(() => expect(y).toMatchTensor([1, 2.5, 3, 6]));
@@ -71,7 +81,8 @@ describe('toMatchTensor', () => {
   });
 
   test('misuse is a TypeError naming the problem', () => {
-    expect(() => expect([1]).toMatchTensor([1], { tol: 1 })).toThrow('toMatchTensor: no option "tol"; it takes atol, rtol, equalNaN');
+    expect(() => expect([1]).toMatchTensor([1], { tol: 1 })).toThrow('toMatchTensor: no option "tol" (did you mean "atol"?); it takes atol, rtol, equalNaN');
+    expect(() => expect([1]).toMatchTensor([1], { zzzz: 1 })).toThrow('toMatchTensor: no option "zzzz"; it takes atol, rtol, equalNaN');
     expect(() => expect('abc').toMatchTensor([1])).toThrow('toMatchTensor: the received value must be a Tensor ({ dtype, shape, data }), a TypedArray, an array or a number; got string');
   });
 });

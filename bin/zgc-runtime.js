@@ -6,6 +6,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { formatNpy, NpyError, ARRAYS, decodeF16 } = require('../lib/npy');
 const { ZgcError } = require('../lib/errors');
+const { shortestF32s } = require('../lib/numbers');
 const { helpLines } = require('../lib/serve/limits');
 
 const USAGE = `usage: zgc-runtime <command> <artifact> [options]
@@ -18,6 +19,7 @@ commands:
   bench <artifact> [--runs N] [--seconds S] [--progress]
                                        time runs with random inputs (default: 3 s, at most 1e6 runs)
   build-from-source [--force]          build the native addon with cargo where no prebuilt one loads
+  --version                            the package's version
   serve <model>... [options]           an Open Inference Protocol (KServe v2) server; each <model> is
                                          models/            a repository: models/<name>/<version>/model.so
                                          name=models/mlp    one model directory (config.json, .npy parameters)
@@ -91,8 +93,13 @@ function serve(options) {
   return undefined;
 }
 
+/** An output's values as printed: f32 as f32 (its shortest decimal), f16 bits as their value. */
+function valuesOf(dtype, data) {
+  return dtype === 'f32' ? shortestF32s(data) : Array.from(data, dtype === 'f16' ? decodeF16 : Number);
+}
+
 function formatValues(dtype, data) {
-  const values = Array.from(data, dtype === 'f16' ? decodeF16 : Number);
+  const values = valuesOf(dtype, data);
   const show = values.length > 20 ? [...values.slice(0, 10), '…', ...values.slice(-5)] : values;
   return `[${show.join(', ')}]`;
 }
@@ -144,7 +151,7 @@ function run(rt, options) {
     return options.json ? JSON.stringify({ saved: files }) : files.map((f, i) => `output ${i} -> ${f}`).join('\n');
   }
   if (options.json) {
-    return JSON.stringify(outputs.map((o) => ({ dtype: o.dtype, shape: o.shape, data: Array.from(o.data, o.dtype === 'f16' ? decodeF16 : Number) })));
+    return JSON.stringify(outputs.map((o) => ({ dtype: o.dtype, shape: o.shape, data: valuesOf(o.dtype, o.data) })));
   }
   return outputs.map((o, i) => `output ${i}  ${o.dtype} [${o.shape.join(', ')}]  ${formatValues(o.dtype, o.data)}`).join('\n');
 }
@@ -204,6 +211,10 @@ function main(argv) {
   }
   if (options.command === 'help') {
     process.stdout.write(USAGE);
+    return 0;
+  }
+  if (options.command === 'version') {
+    console.log(`zgc-runtime ${require('../package.json').version}`);
     return 0;
   }
   // Before anything loads the addon: this command is how a missing one is made.

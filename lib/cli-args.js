@@ -15,6 +15,7 @@ function parseArgs(argv) {
   const [command, artifact, ...rest] = argv;
   // --help anywhere asks for the usage, whatever else is on the line.
   if (command === undefined || command === 'help' || argv.some((a) => a === '--help' || a === '-h')) return { command: 'help' };
+  if (command === '--version' || command === '-v' || command === 'version') return { command: 'version' };
   if (command === 'serve') return parseServeArgs([artifact, ...rest].filter((a) => a !== undefined));
   if (command === 'build-from-source') {
     const extra = [artifact, ...rest].filter((a) => a !== undefined && a !== '--force');
@@ -22,7 +23,10 @@ function parseArgs(argv) {
     // Anything but --force was refused above, so a --force in `rest` means `artifact` is one too.
     return { command, force: artifact === '--force' };
   }
-  if (!['inspect', 'run', 'bench'].includes(command)) throw new UsageError(`unknown command ${JSON.stringify(command)} (inspect, run, bench, serve, build-from-source)`);
+  if (!['inspect', 'run', 'bench'].includes(command)) {
+    const commands = ['inspect', 'run', 'bench', 'serve', 'build-from-source'];
+    throw new UsageError(`unknown command ${JSON.stringify(command)}${didYouMean(command, commands)} (${commands.join(', ')})`);
+  }
   if (artifact === undefined || artifact.startsWith('--')) throw new UsageError(`${command} needs an artifact path`);
   const options = { command, artifact, inputs: [], json: false, progress: false };
   const allowed = { inspect: ['--json'], run: ['--input', '--save', '--json'], bench: ['--runs', '--seconds', '--progress'] }[command];
@@ -154,8 +158,16 @@ function readInput(rt, spec) {
   const parts = text.split(',').map((s) => s.trim());
   const values = parts.map((p) => {
     if (source.dtype === 'bool' && (p === 'true' || p === 'false')) return p === 'true';
-    const n = p === '' ? NaN : Number(p);
+    const infinity = /^[+-]?(inf|infinity)$/i.test(p);
+    const n = p === '' ? NaN : infinity ? (p.startsWith('-') ? -Infinity : Infinity) : Number(p);
     if (Number.isNaN(n) && p.toLowerCase() !== 'nan') throw new UsageError(`--input ${name}: ${JSON.stringify(p)} is not a number`);
+    // A number too large for the source's type would silently become an infinity: f32 rounds
+    // to infinity from 2^128 - 2^103 on, f16 from 65520 on (both half-way past their largest).
+    const rounded = source.dtype === 'f32' ? Math.fround(n) : source.dtype === 'f16' && Math.abs(n) >= 65520 ? n * Infinity : n;
+    if ((source.dtype === 'f32' || source.dtype === 'f16') && !infinity && !Number.isNaN(n) && !Number.isFinite(rounded)) {
+      const largest = source.dtype === 'f16' ? 65504 : 3.4028234663852886e38;
+      throw new UsageError(`--input ${name}: ${p} is beyond ${source.dtype}'s largest finite value (${largest}); write inf or -inf for an infinity`);
+    }
     return n;
   });
   // Logical values: a BOUND source's elementCount counts its physical storage, padding included.
@@ -166,12 +178,17 @@ function readInput(rt, spec) {
   return [name, source.shape.length === 0 ? values[0] : values];
 }
 
-/** `run` needs every INPUT source: one left out would silently run on zeros. */
+/**
+ * `run` needs every INPUT source (one left out would silently run on zeros) and every BOUND
+ * one (the artifact has no storage for it); --input gives either.
+ */
 function checkInputsGiven(rt, inputs) {
+  const list = (sources) => sources.map((s) => `${s.name} (${s.kind}, ${s.dtype} [${s.shape.join(', ')}])`).join(', ');
   const missing = rt.sources.filter((s) => s.kind === 'input' && !Object.hasOwn(inputs, s.name));
-  if (missing.length > 0) {
-    const list = missing.map((s) => `${s.name} (${s.dtype} [${s.shape.join(', ')}])`).join(', ');
-    throw new UsageError(`run needs --input for every INPUT source; missing: ${list}`);
+  if (missing.length > 0) throw new UsageError(`run needs --input for every INPUT source; missing: ${list(missing)}`);
+  const unbound = rt.sources.filter((s) => s.binding === 'bound' && !Object.hasOwn(inputs, s.name));
+  if (unbound.length > 0) {
+    throw new UsageError(`run needs values for every BOUND source, parameters too; missing: ${list(unbound)}. Give each with --input, as inputs are given: --input ${unbound[0].name}=${unbound[0].name}.npy`);
   }
 }
 

@@ -5,6 +5,8 @@
 // passes when shapes and dtypes agree (where both sides state them) and every element is
 // within atol + rtol * |expected| (numpy.allclose's rule and defaults).
 const { decodeF16 } = require('./npy');
+const { didYouMean } = require('./options');
+const { shortestF32 } = require('./numbers');
 
 const DEFAULTS = { atol: 1e-8, rtol: 1e-5, equalNaN: true };
 const OPTIONS = Object.keys(DEFAULTS);
@@ -12,7 +14,7 @@ const OPTIONS = Object.keys(DEFAULTS);
 /** Flat values, shape and dtype of a Tensor, a TypedArray, a (nested) array or a number. */
 function describe(value, side) {
   if (typeof value === 'number') return { values: [value], shape: [], dtype: undefined };
-  if (ArrayBuffer.isView(value) && !(value instanceof DataView)) return { values: Array.from(value, Number), shape: [value.length], dtype: undefined, shapeImplied: true };
+  if (ArrayBuffer.isView(value) && !(value instanceof DataView)) return { values: Array.from(value, Number), shape: [value.length], dtype: undefined, shapeImplied: true, f32: isFloat32Array(value) };
   if (Array.isArray(value)) {
     const shape = [];
     for (let level = value; Array.isArray(level); level = level[0]) shape.push(level.length);
@@ -28,10 +30,17 @@ function describe(value, side) {
       shape: Array.isArray(value.shape) ? value.shape : inner.shape,
       shapeImplied: !Array.isArray(value.shape) && inner.shapeImplied,
       dtype: value.dtype,
+      f32: value.dtype === 'f32' || inner.f32,
     };
   }
   throw new TypeError(`toMatchTensor: the ${side} value must be a Tensor ({ dtype, shape, data }), a TypedArray, an array or a number; got ${value === null ? 'null' : typeof value}`);
 }
+
+/** By its tag, not instanceof: a Tensor from the addon may come from another realm than the test's. */
+const isFloat32Array = (v) => Object.prototype.toString.call(v) === '[object Float32Array]';
+
+/** A value as a message shows it: an f32 side's as f32 (3.8, not 3.799999952316284). */
+const shown = (side, i) => (side.f32 ? shortestF32(side.values[i]) : side.values[i]);
 
 /** Index `i` of a C-order array of `shape`, as [i0, i1, ...]. */
 function coordinates(i, shape) {
@@ -47,7 +56,7 @@ function toMatchTensor(received, expected, options = {}) {
   const { printReceived, printExpected, matcherHint } = this.utils;
   const hint = matcherHint('toMatchTensor', undefined, undefined, { isNot: this.isNot });
   if (options === null || typeof options !== 'object') throw new TypeError('toMatchTensor: options must be an object');
-  for (const key of Object.keys(options)) if (!OPTIONS.includes(key)) throw new TypeError(`toMatchTensor: no option ${JSON.stringify(key)}; it takes ${OPTIONS.join(', ')}`);
+  for (const key of Object.keys(options)) if (!OPTIONS.includes(key)) throw new TypeError(`toMatchTensor: no option ${JSON.stringify(key)}${didYouMean(key, OPTIONS)}; it takes ${OPTIONS.join(', ')}`);
   const { atol, rtol, equalNaN } = { ...DEFAULTS, ...options };
   const got = describe(received, 'received');
   const want = describe(expected, 'expected');
@@ -92,7 +101,7 @@ function toMatchTensor(received, expected, options = {}) {
   const where = (i) => `index ${i}${shape.length > 1 ? ` ([${coordinates(i, shape).join(', ')}] in shape [${shape.join(', ')}])` : ''}`;
   return fail(
     `${differing} of ${got.values.length} elements differ beyond ${tolerance}\n` +
-      `first at ${where(first)}: received ${printReceived(got.values[first])}, expected ${printExpected(want.values[first])}\n` +
+      `first at ${where(first)}: received ${printReceived(shown(got, first))}, expected ${printExpected(shown(want, first))}\n` +
       `max absolute error ${maxError}${maxAt >= 0 ? ` at ${where(maxAt)}` : ' (the differences are NaN)'}`,
   );
 }
