@@ -16,6 +16,8 @@ const tsc = require.resolve('typescript/bin/tsc');
 // This host's node first: `npx jest` in a page then runs under the Node the suite runs on.
 const env = { ...process.env, PATH: `${path.dirname(process.execPath)}:${path.join(root, 'node_modules', '.bin')}:${process.env.PATH}`, NO_COLOR: '1', FORCE_COLOR: '0' };
 const MARK = '@@zgc-doc-block@@';
+/** What a Python block's imports need from PyPI (numpy comes with tritonclient). */
+const PIP_PACKAGES = { 'tritonclient.grpc': 'tritonclient[grpc]', 'tritonclient.http': 'tritonclient[http]', kserve: 'kserve', zgc: 'zgc-runtime' };
 
 fs.rmSync(work, { recursive: true, force: true });
 fs.mkdirSync(work, { recursive: true });
@@ -41,9 +43,20 @@ function expectOutput(block, expected, actual) {
   }
 }
 
-/** TypeScript, strict, as docs/typescript.md recommends; emits next to the source unless noEmit. */
+/**
+ * The compiler options of the tsconfig.json docs/typescript.md gives a user, as tsc flags: a
+ * ts block compiles with exactly what a reader of that page has.
+ */
+function userTsFlags() {
+  const page = blocksOf('docs/typescript.md');
+  const config = page.find((b) => b.lang === 'json' && b.text.includes('"compilerOptions"'));
+  const options = JSON.parse(config.text).compilerOptions;
+  return Object.entries(options).flatMap(([key, value]) => (value === true ? [`--${key}`] : [`--${key}`, Array.isArray(value) ? value.join(',') : String(value)]));
+}
+
+/** TypeScript with the tsconfig of docs/typescript.md; emits next to the source unless noEmit. */
 function compileTs(block, file, { noEmit }) {
-  const args = [tsc, '--strict', '--target', 'ES2022', '--lib', 'ES2022,ESNext.Disposable', '--module', 'Node16', '--moduleResolution', 'Node16', '--types', 'node', '--skipLibCheck', 'false', '--esModuleInterop', ...(noEmit ? ['--noEmit'] : []), file];
+  const args = [tsc, ...userTsFlags(), '--skipLibCheck', 'false', ...(noEmit ? ['--noEmit'] : []), file];
   const r = run(process.execPath, args);
   if (r.status !== 0) throw new Error(`${block.file}:${block.line}: tsc (strict) refused the block:\n${r.stdout}${r.stderr}`);
 }
@@ -178,6 +191,32 @@ for (const file of docFiles()) {
     const shell = new Shell(file.replace(/[^a-z0-9]+/gi, '-'));
     afterAll(() => shell.stop(), 30000);
 
+    test("uses only what the README's set-up makes: examples/build, not the test suite's fixtures", () => {
+      if (file === 'docs/contributing.md') return; // the page for working on the suite itself
+      for (const b of blocks) {
+        const used = b.text.match(/__test__\/\S*/);
+        if (used) throw new Error(`${file}:${b.line}: the block uses ${used[0]}, which the README's set-up (npm run demo) does not make: build what it needs in examples/build.js`);
+      }
+    });
+
+    test('names the pip install of every package its Python blocks import', () => {
+      const text = fs.readFileSync(path.join(root, file), 'utf8');
+      const installs = [...text.matchAll(/pip install ([^`\n]+)/g)].flatMap((m) => m[1].split(/\s+/));
+      for (const b of blocks.filter((x) => x.lang === 'python')) {
+        const modules = [...b.text.matchAll(/^\s*(?:import|from)\s+([\w.]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.]+(?:\s+as\s+\w+)?)*)/gm)].flatMap((m) => m[1].split(',').map((s) => s.trim().split(/\s+/)[0]));
+        for (const mod of modules) {
+          const pkg = PIP_PACKAGES[mod] || PIP_PACKAGES[mod.split('.')[0]];
+          if (pkg && !installs.includes(pkg)) throw new Error(`${file}:${b.line}: the block imports ${mod}, but the page never says pip install ${pkg}`);
+        }
+      }
+    });
+
+    test('with TypeScript blocks, names the tsconfig they compile with (typescript.md)', () => {
+      if (file === 'docs/typescript.md' || !blocks.some((b) => b.lang === 'ts')) return;
+      const text = fs.readFileSync(path.join(root, file), 'utf8');
+      if (!/\]\((docs\/)?typescript\.md(#[a-z-]+)?\)/.test(text)) throw new Error(`${file}: it has ts blocks but no link to typescript.md, whose tsconfig.json they compile with`);
+    });
+
     test('has only blocks the doc tests know how to run', () => {
       const known = ['js', 'ts', 'sh', 'python', 'json', 'c', 'text'];
       for (const b of blocks) {
@@ -227,11 +266,46 @@ for (const file of docFiles()) {
 }
 
 describe('what the pages promise about the API', () => {
+  test("every `import { … } from 'zgc-runtime…'` a page shows, in a block or in its text, names real exports", () => {
+    const entries = { 'zgc-runtime': 'index', 'zgc-runtime/pto': 'pto', 'zgc-runtime/serve': 'serve', 'zgc-runtime/jest': 'jest' };
+    const exported = {};
+    for (const [specifier, base] of Object.entries(entries)) {
+      const types = fs.readFileSync(path.join(root, `${base}.d.ts`), 'utf8');
+      const typeNames = [...types.matchAll(/^export (?:declare )?(?:class|function|type|interface|const|enum) (\w+)/gm)].map((m) => m[1]);
+      const mjs = path.join(root, `${base}.mjs`);
+      // The ES module's names, read by Node itself (Jest runs CommonJS).
+      const listed = fs.existsSync(mjs) ? run(process.execPath, ['--input-type=module', '-e', `console.log(JSON.stringify(Object.keys(await import(${JSON.stringify(mjs)}))))`]) : null;
+      const values = listed ? JSON.parse(listed.stdout) : Object.keys(require(path.join(root, `${base}.js`)));
+      exported[specifier] = new Set([...typeNames, ...values]);
+    }
+    const wrong = [];
+    for (const file of docFiles()) {
+      const text = fs.readFileSync(path.join(root, file), 'utf8');
+      for (const m of text.matchAll(/import\s*\{([^}]+)\}\s*from\s*['"](zgc-runtime(?:\/\w+)?)['"]/g)) {
+        const names = m[1].split(',').map((n) => n.trim().replace(/^type\s+/, '').split(/\s+as\s+/)[0]).filter(Boolean);
+        for (const name of names) if (!exported[m[2]] || !exported[m[2]].has(name)) wrong.push(`${file}: ${name} from ${m[2]}`);
+      }
+    }
+    expect(wrong).toEqual([]);
+  });
+
   const codes = (file, type) => {
     const text = fs.readFileSync(path.join(root, file), 'utf8');
     const body = text.slice(text.indexOf(`export type ${type} =`));
     return [...body.slice(0, body.indexOf('\n\n')).matchAll(/'(ERR_[A-Z0-9_]+)'/g)].map((m) => m[1]);
   };
+
+  test("testing-with-jest.md's examples pass from any working directory, as in a user's own project", () => {
+    const elsewhere = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'zgc-jest-cwd-'));
+    fs.writeFileSync(path.join(elsewhere, 'package.json'), '{"name":"user-project","private":true}\n');
+    try {
+      const jest = path.join(root, 'node_modules', 'jest', 'bin', 'jest.js');
+      const r = run(process.execPath, [jest, '--config', path.join(root, 'examples', 'jest', 'jest.config.js')], { cwd: elsewhere });
+      expect({ status: r.status, summary: r.stderr.match(/Tests:.*/)?.[0] }).toEqual({ status: 0, summary: expect.stringMatching(/Tests:\s+\d+ passed, \d+ total/) });
+    } finally {
+      fs.rmSync(elsewhere, { recursive: true, force: true });
+    }
+  }, 120000);
 
   test('every ZgcErrorCode of the types is in the Errors table of docs/api.md', () => {
     const page = fs.readFileSync(path.join(root, 'docs', 'api.md'), 'utf8');

@@ -12,10 +12,10 @@ const build = path.join(__dirname, 'build');
 const fixtures = path.join(__dirname, '..', '__test__', 'fixtures');
 
 /** `cross`: another platform's compiler (scripts/toolchain.js), for its tests. */
-function compile(source, artifact, cross = null) {
+function compile(source, artifact, cross = null, libs = ['-lm']) {
   fs.mkdirSync(path.dirname(artifact), { recursive: true });
   const cc = cross === null ? process.env.CC || 'cc' : cross.cc;
-  execFileSync(cc, ['-shared', '-fPIC', '-O2', ...(cross === null ? [] : cross.cflags), '-I', fixtures, '-o', artifact, source, '-lm'], { env: cross === null ? process.env : { ...process.env, ...cross.env } });
+  execFileSync(cc, ['-shared', '-fPIC', '-O2', ...(cross === null ? [] : cross.cflags), '-I', fixtures, '-o', artifact, source, ...libs], { env: cross === null ? process.env : { ...process.env, ...cross.env } });
   return artifact;
 }
 
@@ -39,12 +39,14 @@ function w2Storage() {
 }
 
 /**
- * mlp.so, add.so, and the repository examples/build/models: add/1/model.so, and mlp with
+ * mlp.so, add.so, pto-host.so (a PTO host library that runs on the CPU, for docs/pto.md), and
+ * the repository examples/build/models: add/1/model.so, and mlp with
  * examples/models/mlp/config.json and the .npy files it names.
  */
 function buildExamples() {
   const mlp = buildMlp();
   const add = compile(path.join(fixtures, 'add.c'), path.join(build, 'add.so'));
+  const ptoHost = compile(path.join(fixtures, 'pto_host.c'), path.join(build, 'pto-host.so'), null, ['-lpthread']);
   const models = path.join(build, 'models');
   fs.rmSync(models, { recursive: true, force: true });
   fs.mkdirSync(path.join(models, 'add', '1'), { recursive: true });
@@ -56,7 +58,7 @@ function buildExamples() {
   npy('w1.npy', [4, 8], weights.w1);
   npy('b1.npy', [8], weights.b1);
   npy('w2_storage.npy', [32], w2Storage());
-  return { mlp, add, models };
+  return { mlp, add, ptoHost, models };
 }
 
 module.exports = { buildMlp, buildExamples, weights, w2Storage };

@@ -2,10 +2,9 @@
 
 // The PTO host library end to end: load, select the device, register the three kernels of
 // the task graph, run it once and let FinalizeRuntime validate the results.
-//   node examples/pto.js [libpto_runtime.so]   (default: the CPU fixture, built if missing)
+//   node examples/pto.js [libpto_runtime.so]   (default: the CPU host library of examples/build, built if missing)
 const fs = require('node:fs');
 const path = require('node:path');
-const { execFileSync } = require('node:child_process');
 const { pto } = require('..');
 
 async function main(libraryPath) {
@@ -33,7 +32,8 @@ async function main(libraryPath) {
 
 let target = process.argv[2];
 if (!target) {
-  target = require('../__test__/fixtures/manifest').fixture('pto-host');
-  if (!fs.existsSync(target)) execFileSync(process.execPath, [path.join(__dirname, '..', 'scripts', 'build-fixtures.js')], { stdio: 'inherit' });
+  // The CPU host library `npm run demo` builds (examples/build.js).
+  target = path.join(__dirname, 'build', 'pto-host.so');
+  if (!fs.existsSync(target)) require('./build').buildExamples();
 }
 main(target);

@@ -1,3 +1,4 @@
+const path = require('node:path');
 const { load } = require('zgc-runtime');
 
 // The MLP of examples/mlp.c, written again in JavaScript: what the artifact must compute.
@@ -13,12 +14,16 @@ const weights = {
   b2: [0.1, -0.2, 0.05], // EMBEDDED in the artifact
 };
 
+// From the test file, not from where Jest runs: the test passes from any directory.
+const artifact = path.join(__dirname, '..', 'build', 'mlp.so');
+
 let rt;
 beforeAll(() => {
-  rt = load('examples/build/mlp.so');
+  rt = load(artifact);
   for (const name of ['w1', 'b1', 'w2']) rt.set(name, weights[name]);
 });
-afterAll(() => rt.close());
+// `?.`: when the load failed, its error is the one Jest reports, not a second TypeError here.
+afterAll(() => rt?.close());
 
 test('logits match the JavaScript reference within f32 rounding', () => {
   const x = [0.5, -1, 2, 0.25];

@@ -1,11 +1,12 @@
+const path = require('node:path');
 const { createPool } = require('zgc-runtime');
 
 let pool;
 beforeAll(() => {
-  pool = createPool('examples/build/add.so', { size: 2 });
+  pool = createPool(path.join(__dirname, '..', 'build', 'add.so'), { size: 2 });
 });
 // Close pools (and runtimes) in afterAll: Jest then exits without --forceExit.
-afterAll(() => pool.close());
+afterAll(() => pool?.close());
 
 test('100 concurrent runs, each its own answer', async () => {
   const runs = Array.from({ length: 100 }, (_, i) => pool.run({ a: [i, i, i, i], b: [0, 1, 2, 3] }));
