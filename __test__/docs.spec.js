@@ -199,6 +199,40 @@ for (const file of docFiles()) {
       }
     });
 
+    test('every paragraph and list item ends its sentence (none stops midway)', () => {
+      const lines = fs.readFileSync(path.join(root, file), 'utf8').split('\n');
+      const unfinished = [];
+      let fenced = false;
+      let item = null;
+      const end = () => {
+        if (item && !/[.;:,!?)\]`*…>]$/.test(item.text.trim())) unfinished.push(`${file}:${item.line}: …${item.text.trim().slice(-60)}`);
+        item = null;
+      };
+      lines.forEach((l, i) => {
+        if (/^\s*```/.test(l)) {
+          fenced = !fenced;
+          end();
+        } else if (fenced) {
+          // inside a block
+        } else if (l.trim() === '' || /^(#|\||>|<!--)/.test(l.trim())) {
+          end();
+        } else if (/^\s*([-*]|\d+\.) /.test(l) || item === null) {
+          end();
+          item = { line: i + 1, text: l };
+        } else {
+          item.text += ` ${l.trim()}`;
+        }
+      });
+      end();
+      expect(unfinished).toEqual([]);
+    });
+
+    test('quotes no throughput: figures in req/s and runs/s are kept in benchmarks.md only', () => {
+      if (file === 'docs/benchmarks.md') return;
+      const text = fs.readFileSync(path.join(root, file), 'utf8');
+      expect(text.match(/\d[\d,.]*\s*(req\/s|runs\/s)/g) || []).toEqual([]);
+    });
+
     test('names the pip install of every package its Python blocks import', () => {
       const text = fs.readFileSync(path.join(root, file), 'utf8');
       const installs = [...text.matchAll(/pip install ([^`\n]+)/g)].flatMap((m) => m[1].split(/\s+/));
