@@ -14,7 +14,7 @@ const GRPC_PYTHON = path.join(__dirname, '..', '.venv-grpc', 'bin', 'python');
 const work = path.join(root, 'target', 'doc-blocks');
 const tsc = require.resolve('typescript/bin/tsc');
 // This host's node first: `npx jest` in a page then runs under the Node the suite runs on.
-const env = { ...process.env, PATH: `${path.dirname(process.execPath)}:${path.join(root, 'node_modules', '.bin')}:${process.env.PATH}`, NO_COLOR: '1', FORCE_COLOR: '0' };
+const env = { ...process.env, PATH: `${path.dirname(process.execPath)}:${path.join(root, 'node_modules', '.bin')}:${process.env.PATH}`, NO_COLOR: '1', FORCE_COLOR: '0', PTO_FIXTURE_QUIET: '' };
 const MARK = '@@zgc-doc-block@@';
 /** What a Python block's imports need from PyPI (numpy comes with tritonclient). */
 const PIP_PACKAGES = { 'tritonclient.grpc': 'tritonclient[grpc]', 'tritonclient.http': 'tritonclient[http]', kserve: 'kserve', zgc: 'zgc-runtime' };
@@ -328,6 +328,16 @@ describe('what the pages promise about the API', () => {
     const body = text.slice(text.indexOf(`export type ${type} =`));
     return [...body.slice(0, body.indexOf('\n\n')).matchAll(/'(ERR_[A-Z0-9_]+)'/g)].map((m) => m[1]);
   };
+
+  test('every ZGC_ environment variable a page names is one the code reads', () => {
+    const code = ['lib', 'scripts', 'bin', 'bench']
+      .flatMap((d) => fs.readdirSync(path.join(root, d), { recursive: true }).filter((f) => f.endsWith('.js')).map((f) => path.join(root, d, f)))
+      .map((f) => fs.readFileSync(f, 'utf8'))
+      .join('\n');
+    const named = new Set(docFiles().flatMap((f) => fs.readFileSync(path.join(root, f), 'utf8').match(/\bZGC_[A-Z0-9_]+\b/g) || []));
+    expect(named.size).toBeGreaterThan(3);
+    expect([...named].filter((v) => !code.includes(`env.${v}`) && !code.includes(`'${v}'`))).toEqual([]);
+  });
 
   test("testing-with-jest.md's examples pass from any working directory, as in a user's own project", () => {
     const elsewhere = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'zgc-jest-cwd-'));

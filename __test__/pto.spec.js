@@ -4,7 +4,7 @@
 // real library's hazards (process-global state, first set_device wins, calls from another
 // thread fail, hanging parameters hang). koffi opens the same copy of the library to read the
 // fixture's call counter, so "refused without calling the library" is observed, not assumed.
-const { execFileSync } = require('node:child_process');
+const { execFileSync, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -313,15 +313,18 @@ describe('pto: lifetimes', () => {
         console.log('RESULT ' + JSON.stringify({ before, after: live() }));
       })();
     `;
-    const out = execFileSync(process.execPath, ['--expose-gc', '-e', script], { cwd: __dirname, encoding: 'utf8', timeout: 60000 });
-    const line = out.split('\n').find((l) => l.startsWith('RESULT '));
+    const child = spawnSync(process.execPath, ['--expose-gc', '-e', script], { cwd: __dirname, encoding: 'utf8', timeout: 60000 });
+    const line = child.stdout.split('\n').find((l) => l.startsWith('RESULT '));
     expect(JSON.parse(line.slice(7))).toEqual({ before: 1, after: 0 });
+    // Its finalisation is said on stderr, with FinalizeRuntime's verdict (validation fails: the
+    // runtime was never launched).
+    expect(child.stderr).toMatch(/^zgc-runtime: PTO runtime #\d+ was collected unfinalised; FinalizeRuntime on its behalf failed: FinalizeRuntime reported a validation failure/m);
   });
 });
 
 describe('pto: the README example', () => {
   test('examples/pto.js runs the graph on the fixture and reports validation', () => {
-    const out = execFileSync(process.execPath, [path.join(__dirname, '..', 'examples', 'pto.js')], { encoding: 'utf8', timeout: 60000 });
+    const out = execFileSync(process.execPath, [path.join(__dirname, '..', 'examples', 'pto.js')], { encoding: 'utf8', timeout: 60000, env: { ...process.env, PTO_FIXTURE_QUIET: '' } });
     expect(out).toMatch(/\[pto\] validation passed/);
     expect(out).toMatch(/task graph ran on device 0 \(thread \d+\) and validated/);
   });
