@@ -482,6 +482,10 @@ impl<T: Send + 'static> Queue<T> {
             drop(st);
 
             let done = self.run(core, job, &*sink, &mut batch.displaced);
+            // No longer in flight before anyone can see its answer: a caller that has awaited
+            // every run then reads in flight 0 (the worker did this after handing over, and a
+            // quick reader saw 1).
+            self.state().running -= 1;
             first_done.get_or_insert_with(Instant::now);
             // A run as long as the batch time goes at once: the next may be as long, and the
             // finished ones would wait for it.
@@ -492,7 +496,6 @@ impl<T: Send + 'static> Queue<T> {
                 first_done = None;
             }
             st = self.state();
-            st.running -= 1;
         }
         drop(st);
         sink.worker_exit(lane);
@@ -625,6 +628,48 @@ mod tests {
             None
         }
         fn worker_exit(&self, _lane: usize) {}
+    }
+
+    /// Records, for each run delivered, how many runs the queue still counted in flight.
+    struct Watching(std::sync::OnceLock<Weak<Queue<u32>>>, Mutex<Vec<usize>>);
+    impl Sink<u32> for Watching {
+        fn deliver(&self, batch: Batch<u32>) -> std::result::Result<(), Batch<u32>> {
+            let queue = self.0.get().and_then(Weak::upgrade).unwrap();
+            let in_flight = queue.figures().in_flight;
+            self.1.lock().unwrap().extend(batch.done.iter().map(|_| in_flight));
+            Ok(())
+        }
+        fn snapshot(&self, _core: &Arc<Core>) -> Option<Result<Vec<Temporary>>> {
+            None
+        }
+        fn worker_exit(&self, _lane: usize) {}
+    }
+
+    #[test]
+    fn a_run_is_out_of_flight_before_its_answer_is_handed_over() {
+        // One instance (a lane whose core is gone: each run ends at once, Closed). A full batch
+        // is handed over straight after its last run, while the worker still holds the queue's
+        // attention: the case where a caller who had awaited every run read 1 in flight.
+        let queue: Arc<Queue<u32>> = Queue::new(vec![Weak::new()], Owner::Pool, usize::MAX, Offload::Always);
+        let watching = Arc::new(Watching(std::sync::OnceLock::new(), Mutex::new(Vec::new())));
+        watching.0.set(Arc::downgrade(&queue)).unwrap();
+        let sink: Arc<dyn Sink<u32>> = watching.clone();
+        queue.state().started = true; // no worker yet: the whole batch waits first
+        for token in 0..BATCH_RUNS as u32 {
+            queue.submit(token, token as u64, Vec::new(), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        }
+        queue.state().workers = 1;
+        let worker = {
+            let (queue, sink) = (queue.clone(), sink.clone());
+            std::thread::spawn(move || queue.work(0, sink))
+        };
+        let until = Instant::now() + Duration::from_secs(10);
+        while watching.1.lock().unwrap().len() < BATCH_RUNS && Instant::now() < until {
+            std::thread::yield_now();
+        }
+        assert_eq!(*watching.1.lock().unwrap(), vec![0; BATCH_RUNS], "in flight as the answers were handed over");
+        queue.close();
+        worker.join().unwrap();
     }
 
     #[test]
