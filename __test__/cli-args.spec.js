@@ -25,6 +25,15 @@ function usage(fn) {
 describe('inspect, run, bench and build-from-source', () => {
   test('help, in each spelling, and no command at all', () => {
     for (const argv of [[], ['--help'], ['-h'], ['help'], ['help', 'run']]) expect(parseArgs(argv)).toEqual({ command: 'help' });
+    // --help anywhere on the line, not only alone.
+    expect(parseArgs(['run', 'a.so', '--input', 'x=1', '--help'])).toEqual({ command: 'help' });
+  });
+
+  test('the version, in each spelling; an unknown command gets the nearest one', () => {
+    for (const argv of [['--version'], ['-v'], ['version']]) expect(parseArgs(argv)).toEqual({ command: 'version' });
+    expect(usage(() => parseArgs(['inpect', 'a.so']))).toBe('unknown command "inpect" (did you mean "inspect"?) (inspect, run, bench, serve, build-from-source)');
+    expect(usage(() => parseArgs(['sevre']))).toBe('unknown command "sevre" (did you mean "serve"?) (inspect, run, bench, serve, build-from-source)');
+    expect(usage(() => parseArgs(['xyzzy', 'a.so']))).toBe('unknown command "xyzzy" (inspect, run, bench, serve, build-from-source)');
   });
 
   test('each command with its defaults and each of its options', () => {
@@ -218,6 +227,24 @@ describe('--input values', () => {
     ['wp=1,2,3,4,5,6,7,8,9', '--input wp: 9 values given, source "wp" (f32 [2, 3]) takes 6'],
   ])('a list of the wrong length, %j, is a usage error naming the source, its shape and both counts', (spec, message) => {
     expect(usage(() => readInput(rt, spec))).toBe(message);
+  });
+
+  test("a float past its type's largest finite value is refused rather than taken as an infinity; inf is written so", () => {
+    const six = (first) => `x=${first},1,2,3,4,5`;
+    const beyond = (name, text, type, largest) => `--input ${name}: ${text} is beyond ${type}'s largest finite value (${largest}); write inf or -inf for an infinity`;
+    expect(usage(() => readInput(rt, six('1e400')))).toBe(beyond('x', '1e400', 'f32', '3.4028234663852886e+38'));
+    expect(usage(() => readInput(rt, six('-3.5e38')))).toBe(beyond('x', '-3.5e38', 'f32', '3.4028234663852886e+38'));
+    // f32's largest finite value and the infinities, each way they are written.
+    expect(readInput(rt, six('3.4028234663852886e38'))[1][0]).toBe(3.4028234663852886e38);
+    expect(readInput(rt, 'x=inf,-inf,Infinity,-Infinity,+INF,nan')[1]).toEqual([Infinity, -Infinity, Infinity, -Infinity, Infinity, NaN]);
+    // f16: 65519 rounds to 65504, its largest; 65520 is halfway to the next, and so infinity.
+    expect(readInput(rt, 'h=65519,-65519,0,1')[1]).toEqual([65519, -65519, 0, 1]);
+    expect(usage(() => readInput(rt, 'h=65520,0,0,0'))).toBe(beyond('h', '65520', 'f16', 65504));
+    expect(usage(() => readInput(rt, 'h=0,-65520,0,0'))).toBe(beyond('h', '-65520', 'f16', 65504));
+    expect(readInput(rt, 'h=-inf,inf,1,2')[1]).toEqual([-Infinity, Infinity, 1, 2]);
+    // Only float sources: i8's own range check is the runtime's (values are not floats).
+    expect(() => readInput(rt, 'q=1e400,1,2,3,4')).not.toThrow(/largest finite/);
+    expect(usage(() => readInput(rt, 'x=infinite,1,2,3,4,5'))).toBe('--input x: "infinite" is not a number');
   });
 
   test('run needs every INPUT source and every BOUND one; OWNED parameters may be left out', () => {

@@ -40,6 +40,11 @@ describe('toMatchTensor', () => {
     // A Float32Array on the expected side prints the same way; a plain array's doubles as they are.
     expect(failure(() => expect([3.9, 2]).toMatchTensor(Float32Array.of(3.8, 2)))).toContain('received 3.9, expected 3.8');
     expect(failure(() => expect([0.30000000000000004]).toMatchTensor([0.5]))).toContain('received 0.30000000000000004, expected 0.5');
+    // A Tensor says f32 by its dtype, whatever holds its data; without one, or with other
+    // TypedArrays, values print as the doubles they are.
+    expect(failure(() => expect({ dtype: 'f32', shape: [1], data: [Math.fround(3.8)] }).toMatchTensor([3.9]))).toContain('received 3.8, expected 3.9');
+    expect(failure(() => expect({ shape: [1], data: [0.30000000000000004] }).toMatchTensor([0.5]))).toContain('received 0.30000000000000004, expected 0.5');
+    expect(failure(() => expect(Float64Array.of(0.30000000000000004)).toMatchTensor([0.5]))).toContain('received 0.30000000000000004, expected 0.5');
   });
 
   test('the failure names the first differing index, its values and the max absolute error', () => {
