@@ -245,6 +245,7 @@ describe('--input values', () => {
     // Only float sources: i8's own range check is the runtime's (values are not floats).
     expect(() => readInput(rt, 'q=1e400,1,2,3,4')).not.toThrow(/largest finite/);
     expect(usage(() => readInput(rt, 'x=infinite,1,2,3,4,5'))).toBe('--input x: "infinite" is not a number');
+    expect(usage(() => readInput(rt, 'x=1inf,1,2,3,4,5'))).toBe('--input x: "1inf" is not a number');
   });
 
   test('run needs every INPUT source and every BOUND one; OWNED parameters may be left out', () => {

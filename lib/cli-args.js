@@ -163,8 +163,7 @@ function readInput(rt, spec) {
     if (Number.isNaN(n) && p.toLowerCase() !== 'nan') throw new UsageError(`--input ${name}: ${JSON.stringify(p)} is not a number`);
     // A number too large for the source's type would silently become an infinity: f32 rounds
     // to infinity from 2^128 - 2^103 on, f16 from 65520 on (both half-way past their largest).
-    const rounded = source.dtype === 'f32' ? Math.fround(n) : source.dtype === 'f16' && Math.abs(n) >= 65520 ? n * Infinity : n;
-    if ((source.dtype === 'f32' || source.dtype === 'f16') && !infinity && !Number.isNaN(n) && !Number.isFinite(rounded)) {
+    if ((source.dtype === 'f32' || source.dtype === 'f16') && !infinity && !Number.isNaN(n) && (source.dtype === 'f32' ? !Number.isFinite(Math.fround(n)) : Math.abs(n) >= 65520)) {
       const largest = source.dtype === 'f16' ? 65504 : 3.4028234663852886e38;
       throw new UsageError(`--input ${name}: ${p} is beyond ${source.dtype}'s largest finite value (${largest}); write inf or -inf for an infinity`);
     }
