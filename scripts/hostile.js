@@ -190,6 +190,13 @@ function probeChild(port, grpcPort) {
   };
 }
 
+/**
+ * The 60 MB ModelInfer for a model that does not exist, made once: the attacker builds no
+ * new copy for each call (on two cores, its own copying slowed the server it attacks).
+ */
+let big = null;
+const bigMessage = () => (big ||= Buffer.concat([field(1, str('big')), field(7, Buffer.alloc(60 * MB, 1))]));
+
 /** Each attack: what it does, and a check of what it got back (a string when wrong). */
 function attacks(port, grpcPort) {
   const g = grpcInfer(grpcPort);
@@ -255,12 +262,12 @@ function attacks(port, grpcPort) {
     },
     {
       name: 'a 60 MB gRPC ModelInfer',
-      run: () => g.call(Buffer.concat([field(1, str('big')), field(7, Buffer.alloc(60 * MB, 1))])),
+      run: () => g.call(bigMessage()),
       check: (r) => (r.code === grpc.status.INVALID_ARGUMENT ? null : `got ${JSON.stringify(r).slice(0, 200)}`),
     },
     {
       name: 'four 60 MB gRPC ModelInfers at once',
-      run: () => Promise.all(Array.from({ length: 4 }, () => g.call(Buffer.concat([field(1, str('big')), field(7, Buffer.alloc(60 * MB, 1))])))),
+      run: () => Promise.all(Array.from({ length: 4 }, () => g.call(bigMessage()))),
       check: (rs) => (rs.every((r) => r.code === grpc.status.INVALID_ARGUMENT) ? null : JSON.stringify(rs.map((r) => r.code))),
     },
     {
@@ -327,6 +334,10 @@ async function main() {
   const base = memory(pid);
   RSS_BOUND_MB = Math.round(base.rss) + 2 * BUDGET_MB + 300;
   const probe = probeChild(server.port, server.grpcPort);
+  // A real attacker has machines of its own; here it shares the server's two cores. At a lower
+  // priority (the server and the probe, started above, keep theirs) its own work of making
+  // and sending gigabytes does not count against the server's answers to the probe.
+  os.setPriority(10);
   await sleep(500);
   const rows = [];
   let breaches = 0;
