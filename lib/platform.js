@@ -34,4 +34,7 @@ function hostName() {
   return `Node ${process.version}`;
 }
 
-module.exports = { platformName, hostName, TARGET_PLATFORMS };
+/** Whether `platform` (a napi name) has isolated instances: they are built on Linux's memfd, pidfd and parent-death signal. */
+const isolates = (platform) => platform.startsWith('linux-');
+
+module.exports = { platformName, hostName, TARGET_PLATFORMS, isolates };

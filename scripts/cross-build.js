@@ -12,6 +12,7 @@ const { ensure } = require('./toolchain');
 const { buildHost } = require('../lib/build-from-source');
 const { buildMlp } = require('../examples/build');
 const { extension } = require('../__test__/fixtures/manifest');
+const { isolates } = require('../lib/platform');
 
 const root = path.join(__dirname, '..');
 
@@ -26,7 +27,7 @@ function crossBuild(target) {
   console.error(`cross-build: ${target} (${cross.platform})`);
   step(napi, ['build', '--platform', '--release', '--features', 'node', '--target', target, '--no-js', '--dts', 'native.d.ts']);
   // Isolation runs on Linux only: elsewhere there is no host program to build.
-  if (cross.platform.startsWith('linux-') && buildHost({ cross, log: console.error }) !== 0) throw new Error(`the host program did not build for ${target}`);
+  if (isolates(cross.platform) && buildHost({ cross, log: console.error }) !== 0) throw new Error(`the host program did not build for ${target}`);
   step(process.execPath, [path.join(__dirname, 'build-fixtures.js'), '--target', target]);
   // The README's quick start artifact, for the platform's smoke test.
   buildMlp(path.join(root, 'examples', 'build', cross.platform, `mlp${extension(cross.platform)}`), cross);

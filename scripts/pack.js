@@ -13,7 +13,7 @@
 const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
-const { platformName, TARGET_PLATFORMS: PLATFORMS } = require('../lib/platform');
+const { platformName, isolates, TARGET_PLATFORMS: PLATFORMS } = require('../lib/platform');
 
 const root = path.join(__dirname, '..');
 const manifestPath = path.join(root, 'package.json');
@@ -45,7 +45,7 @@ function pack({ dest, targets }) {
     const platform = PLATFORMS[target];
     const binary = path.join(root, `${manifest.napi.binaryName}.${platform}.node`);
     // Isolation, and so its host program, is Linux's only.
-    const hostProgram = platform.startsWith('linux-') ? path.join(root, `zgc-runtime-host.${platform}`) : null;
+    const hostProgram = isolates(platform) ? path.join(root, `zgc-runtime-host.${platform}`) : null;
     if (!fs.existsSync(binary) || (hostProgram !== null && !fs.existsSync(hostProgram))) {
       if (target === host) throw new Error(`${binary} or ${hostProgram} is missing: run npm run build first`);
       require('./cross-build').crossBuild(target);

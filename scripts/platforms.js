@@ -15,6 +15,7 @@ const { ensure } = require('./toolchain');
 const { pack, PLATFORMS } = require('./pack');
 const { crossBuild } = require('./cross-build');
 const { extension } = require('../__test__/fixtures/manifest');
+const { isolates } = require('../lib/platform');
 
 const root = path.join(__dirname, '..');
 const work = process.env.ZGC_PLATFORMS_DIR || path.join(root, 'target', 'platforms');
@@ -33,7 +34,7 @@ const SPECS = [
 ];
 /** Isolation runs on Linux only; elsewhere platform-smoke checks that it is refused. */
 const LINUX_ONLY = new Set(['issue-26-isolate.spec.js']);
-const specsFor = (platform, specs) => specs.filter((s) => platform.startsWith('linux-') || !LINUX_ONLY.has(s));
+const specsFor = (platform, specs) => specs.filter((s) => isolates(platform) || !LINUX_ONLY.has(s));
 
 /**
  * A launcher for `cross`'s Node: a shell wrapper that runs it under the emulator, and a preload

@@ -484,18 +484,20 @@ impl<T: Send + 'static> Queue<T> {
             let done = self.run(core, job, &*sink, &mut batch.displaced);
             // No longer in flight before anyone can see its answer: a caller that has awaited
             // every run then reads in flight 0 (the worker did this after handing over, and a
-            // quick reader saw 1).
-            self.state().running -= 1;
+            // quick reader saw 1). The lock is kept for the next job unless a batch goes now.
+            st = self.state();
+            st.running -= 1;
             first_done.get_or_insert_with(Instant::now);
             // A run as long as the batch time goes at once: the next may be as long, and the
             // finished ones would wait for it.
             let long = done.compute >= BATCH_TIME;
             batch.done.push(done);
             if long || batch.done.len() >= BATCH_RUNS || first_done.is_some_and(|t| t.elapsed() >= BATCH_TIME) {
+                drop(st);
                 hand_over(&*sink, std::mem::take(&mut batch));
                 first_done = None;
+                st = self.state();
             }
-            st = self.state();
         }
         drop(st);
         sink.worker_exit(lane);
