@@ -35,7 +35,7 @@ describe('npm pack, then install from the tarballs with no network', () => {
   test('the main tarball holds the JS, types, CLI and Rust sources but no binary; the platform one holds the binary', () => {
     const list = (t) => execFileSync('tar', ['tzf', t], { encoding: 'utf8' }).split('\n').filter(Boolean);
     const main = list(tarballs.main);
-    for (const f of ['index.js', 'index.mjs', 'index.d.ts', 'pto.d.ts', 'bin/zgc-runtime.js', 'lib/native.js', 'Cargo.toml', 'src/lib.rs']) expect(main).toContain(`package/${f}`);
+    for (const f of ['index.js', 'index.mjs', 'index.d.ts', 'pto.d.ts', 'bin/zgc-runtime.js', 'lib/native.js', 'Cargo.toml', 'Cargo.lock', 'crates/core/src/lib.rs', 'crates/node/src/lib.rs', 'crates/node/build.rs', 'crates/host/src/main.rs']) expect(main).toContain(`package/${f}`);
     expect(main.filter((f) => f.endsWith('.node'))).toEqual([]);
     expect(main.some((f) => f.includes('__test__'))).toBe(false);
     expect(list(tarballs.platform)).toEqual(expect.arrayContaining(['package/zgc-runtime.linux-x64-gnu.node', 'package/package.json']));

@@ -22,8 +22,7 @@ function sh(cmd, args) {
 }
 
 if (!process.argv.includes('--no-build')) {
-  sh(path.join(root, 'node_modules', '.bin', 'napi'), ['build', '--platform', '--release', '--features', 'node', '--no-js', '--dts', 'native.d.ts']);
-  sh(process.execPath, ['scripts/build-host.js']);
+  sh(process.execPath, ['scripts/build.js']);
   sh(process.execPath, ['scripts/build-fixtures.js']);
 }
 fs.mkdirSync(build, { recursive: true });

@@ -1,7 +1,7 @@
 'use strict';
 
 // `npx zgc-runtime build-from-source`: builds the addon from the Rust sources the package
-// ships, for platforms without a prebuilt package (or installs that omitted it). An explicit
+// ships (the workspace under crates/), for platforms without a prebuilt package (or installs that omitted it). An explicit
 // command rather than an install script: npm runs no lifecycle script of ours, so installs
 // print no install-script warning, and a build happens only when someone asks for one.
 const { spawnSync } = require('node:child_process');
@@ -34,12 +34,12 @@ function buildFromSource({ root = ROOT, log = console.log, force = false } = {})
   log(`zgc-runtime: building the addon for ${platformName()} with ${cargo.stdout.trim()} (a minute or two)...`);
   const target = path.join(root, 'target');
   const hadTarget = fs.existsSync(target); // a development checkout keeps its own
-  const built = spawnSync('cargo', ['build', '--release', '--features', 'node', '--locked'], { cwd: root, stdio: 'inherit', env: { ...process.env, CARGO_TARGET_DIR: target } });
+  const built = spawnSync('cargo', ['build', '--release', '--package', 'zgc-runtime-node', '--locked'], { cwd: root, stdio: 'inherit', env: { ...process.env, CARGO_TARGET_DIR: target } });
   if (built.status !== 0) {
     log('zgc-runtime: cargo build failed (its output is above).');
     return 1;
   }
-  const file = { darwin: 'libzgc_runtime.dylib', win32: 'zgc_runtime.dll' }[process.platform] || 'libzgc_runtime.so';
+  const file = { darwin: 'libzgc_runtime_node.dylib', win32: 'zgc_runtime_node.dll' }[process.platform] || 'libzgc_runtime_node.so';
   fs.copyFileSync(path.join(target, 'release', file), path.join(root, `zgc-runtime.${platformName()}.node`));
   // Isolation runs on Linux only: elsewhere there is no host program.
   if (process.platform === 'linux' && buildHost({ root, log, targetDir: target }) !== 0) return 1;
@@ -57,7 +57,7 @@ function buildFromSource({ root = ROOT, log = console.log, force = false } = {})
  * `zgc-runtime-host.<platform>` next to the addon. Returns a process exit code.
  */
 function buildHost({ root = ROOT, log = console.log, targetDir = path.join(root, 'target'), profile = 'release', cross = null } = {}) {
-  const args = ['build', '--features', 'host', '--bin', 'zgc-runtime-host', '--locked'];
+  const args = ['build', '--package', 'zgc-runtime-host', '--locked'];
   if (profile === 'release') args.splice(1, 0, '--release');
   // Another platform's (scripts/toolchain.js): its target, compiler and linker.
   if (cross !== null) args.push('--target', cross.target);

@@ -1,6 +1,6 @@
 'use strict';
 
-// `isolate: 'process'`: each instance lives in a host child process (src/isolate). Tensors
+// `isolate: 'process'`: each instance lives in a host child process (crates/core/src/isolate). Tensors
 // cross through a shared region; a crash, a timeout or a memory cap fails the one run the
 // child was executing, and the instance starts again. This module keeps the queue: a run is
 // handed to a child only when it starts, so a death never fails or repeats a waiting run.

@@ -2,7 +2,7 @@
 
 // The PTO task runtime host library. Every native call of a library runs, in call order, on
 // one OS thread that library owns (the device context belongs to the thread that called
-// set_device); every method returns a Promise. The state machine in Rust (src/pto/host.rs)
+// set_device); every method returns a Promise. The state machine in Rust (crates/core/src/pto/host.rs)
 // refuses misuse before the library is called.
 const native = require('./native');
 const { resolvePath } = require('./runtime');

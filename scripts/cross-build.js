@@ -9,25 +9,21 @@
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
 const { ensure } = require('./toolchain');
-const { buildHost } = require('../lib/build-from-source');
+const { build } = require('./build');
 const { buildMlp } = require('../examples/build');
 const { extension } = require('../__test__/fixtures/manifest');
-const { isolates } = require('../lib/platform');
 
 const root = path.join(__dirname, '..');
 
 function crossBuild(target) {
   const cross = ensure(target);
   const env = { ...process.env, ...cross.env };
-  const napi = path.join(root, 'node_modules', '.bin', 'napi');
   const step = (cmd, args) => {
     const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', env });
     if (r.status !== 0) throw new Error(`${path.basename(cmd)} ${args.join(' ')} failed for ${target} (exit ${r.status})`);
   };
   console.error(`cross-build: ${target} (${cross.platform})`);
-  step(napi, ['build', '--platform', '--release', '--features', 'node', '--target', target, '--no-js', '--dts', 'native.d.ts']);
-  // Isolation runs on Linux only: elsewhere there is no host program to build.
-  if (isolates(cross.platform) && buildHost({ cross, log: console.error }) !== 0) throw new Error(`the host program did not build for ${target}`);
+  build({ cross });
   step(process.execPath, [path.join(__dirname, 'build-fixtures.js'), '--target', target]);
   // The README's quick start artifact, for the platform's smoke test.
   buildMlp(path.join(root, 'examples', 'build', cross.platform, `mlp${extension(cross.platform)}`), cross);

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 
-// npm run mutants [-- --file src/x.rs ...]: mutation testing of the Rust core with
+// npm run mutants [-- --file crates/core/src/x.rs ...]: mutation testing of the Rust core with
 // cargo-mutants (installed on first use, pinned), configured by .cargo/mutants.toml (which
 // files, and the survivors known to be equivalent, each with its reason). Extra arguments go
 // to cargo mutants. Not part of npm test: a full run takes the better part of an hour on 2 cores.

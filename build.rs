@@ -1,4 +1,0 @@
-fn main() {
-    #[cfg(feature = "node")]
-    napi_build::setup();
-}

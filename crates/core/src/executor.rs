@@ -1,0 +1,721 @@
+//! Async runs off the JavaScript thread: a queue of staged runs per runtime (or per pool),
+//! drained by one worker thread per instance. A worker that finds work runs it back to back
+//! and hands the finished runs over in batches; it sleeps only when the queue is empty, so
+//! the next run starts without waiting for JavaScript to settle the last one.
+//!
+//! What crosses to the JavaScript thread goes through a `Sink` (napi's threadsafe function in
+//! the addon, a channel in the tests): finished runs, and requests for copies of bound storage
+//! that only that thread may read. Everything a run may have displaced (an earlier binding,
+//! perhaps a JavaScript array) goes back with it, to be dropped there.
+
+use crate::error::{Error, Result};
+use crate::instance::{Feed, Instance, OutputData};
+use crate::offload::{Offload, Policy};
+use crate::ffi::runtime::{BoundRegion, Temporary};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError, Weak};
+use std::time::{Duration, Instant};
+
+/// One runtime instance, as sync calls, inline runs and its worker share it.
+pub struct Core {
+    instance: Mutex<Instance>,
+    /// Async runs of this instance queued or running. Sync calls are refused while any is.
+    pending: AtomicUsize,
+    /// Whether JavaScript-owned storage is bound: then every async run needs a copy of it,
+    /// made on the JavaScript thread when the run starts.
+    js_storage: AtomicBool,
+}
+
+impl Core {
+    pub fn new(instance: Instance) -> Arc<Core> {
+        Arc::new(Core { instance: Mutex::new(instance), pending: AtomicUsize::new(0), js_storage: AtomicBool::new(false) })
+    }
+
+    /// The instance for a synchronous call: refused while async runs are pending or running.
+    pub fn lock(&self) -> Result<MutexGuard<'_, Instance>> {
+        if self.pending() > 0 {
+            return Err(Error::Busy);
+        }
+        match self.instance.try_lock() {
+            Ok(guard) => Ok(guard),
+            // A panic inside an earlier call left no broken invariant the instance relies on.
+            Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+            Err(TryLockError::WouldBlock) => Err(Error::Busy),
+        }
+    }
+
+    /// The instance whatever is pending, for the JavaScript thread's part of an async run
+    /// (a copy of bound storage while its worker waits): never blocks.
+    pub fn lock_unchecked(&self) -> MutexGuard<'_, Instance> {
+        match self.instance.try_lock() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            // Only a worker holds it, and a worker waiting for this holds nothing.
+            Err(TryLockError::WouldBlock) => self.lock_wait(),
+        }
+    }
+
+    fn lock_wait(&self) -> MutexGuard<'_, Instance> {
+        self.instance.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    /// Called after anything that changes bindings, on the JavaScript thread.
+    pub fn note_bindings(&self, instance: &Instance) {
+        self.js_storage.store(instance.has_js_storage(), Ordering::Release);
+    }
+
+    /// On the JavaScript thread, when a finished run of this instance is settled.
+    pub fn settled(&self) {
+        self.pending.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// What a worker hands the JavaScript thread.
+pub trait Sink<T>: Send + Sync + 'static {
+    /// Finished runs. `Err` gives them back when that thread takes nothing more (its
+    /// environment is going away); the worker then leaks them rather than drop JavaScript
+    /// references on the wrong thread.
+    fn deliver(&self, batch: Batch<T>) -> std::result::Result<(), Batch<T>>;
+    /// Copies of the JavaScript-owned storage bound to `core`, made on the JavaScript thread;
+    /// blocks until it answers. `None` when it cannot.
+    fn snapshot(&self, core: &Arc<Core>) -> Option<Result<Vec<Temporary>>>;
+    /// The worker of `lane` is done for good.
+    fn worker_exit(&self, lane: usize);
+}
+
+/// A run waiting in a queue: inputs staged at call time, and what settles it.
+pub struct Job<T> {
+    pub token: T,
+    /// Non-zero for a run that can be cancelled by `Queue::cancel`.
+    pub id: u64,
+    feeds: Vec<Feed<'static>>,
+    f16_bits: bool,
+    /// Copies of JavaScript-owned storage made at the call, for a run that started at once.
+    temporary: Option<Vec<Temporary>>,
+    submitted: Instant,
+    /// It found a worker idle and nothing ahead of it: its wait is the cost of a hop.
+    found_idle: bool,
+}
+
+/// A finished run.
+pub struct Done<T> {
+    pub token: T,
+    pub result: Result<Vec<OutputData>>,
+    /// The instance it ran on, whose `settled` the JavaScript thread calls.
+    pub core: Option<Arc<Core>>,
+    pub queue_wait: Duration,
+    pub compute: Duration,
+    submitted: Instant,
+    found_idle: bool,
+}
+
+impl<T> Done<T> {
+    /// Time beyond the run itself from the call to `now` (when JavaScript takes it), for a run
+    /// that found its worker idle: the hop the offload policy weighs.
+    pub fn hop(&self, now: Instant) -> Option<Duration> {
+        self.found_idle.then(|| now.saturating_duration_since(self.submitted).saturating_sub(self.compute))
+    }
+}
+
+/// Runs finished by one worker, handed over together.
+pub struct Batch<T> {
+    pub done: Vec<Done<T>>,
+    /// Regions the runs displaced (a JavaScript array among them, perhaps): dropped on the
+    /// JavaScript thread.
+    pub displaced: Vec<Box<dyn BoundRegion>>,
+    /// Instances a closed queue held for its last runs: dropped on the JavaScript thread too.
+    pub pinned: Vec<Arc<Core>>,
+}
+
+impl<T> Default for Batch<T> {
+    fn default() -> Batch<T> {
+        Batch { done: Vec::new(), displaced: Vec::new(), pinned: Vec::new() }
+    }
+}
+
+/// Finished runs are handed over when the queue runs dry, after any run this long, and at
+/// least this often while it does not, so that a long stream of runs still settles promptly.
+pub const BATCH_TIME: Duration = Duration::from_millis(1);
+pub const BATCH_RUNS: usize = 256;
+
+/// How long an idle worker watches for the next run before it sleeps.
+pub const SPIN: Duration = Duration::from_micros(200);
+
+/// How often recent latencies are kept for percentiles.
+const SAMPLES: usize = 4096;
+
+/// What a queue has done, for `stats()`.
+#[derive(Default)]
+pub struct Stats {
+    pub completed: u64,
+    pub failed: u64,
+    queue_wait: Ring,
+    compute: Ring,
+    pub queue_wait_histogram: Histogram,
+    pub compute_histogram: Histogram,
+}
+
+/// Upper bounds of the cumulative histograms, nanoseconds: 1-2.5-5 steps from 10 µs to 10 s,
+/// the range from a tiny inline graph to a long one, as Prometheus scrapes them.
+pub const HISTOGRAM_BOUNDS_NS: [u64; 19] = [
+    10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000, 25_000_000,
+    50_000_000, 100_000_000, 250_000_000, 500_000_000, 1_000_000_000, 2_500_000_000, 5_000_000_000, 10_000_000_000,
+];
+
+/// Every latency since the queue began, counted per bucket: unlike the percentile ring it
+/// forgets nothing, so a scraper can take differences between two scrapes.
+#[derive(Default, Clone, Debug, PartialEq)]
+pub struct Histogram {
+    /// Samples at or below each bound (not cumulative), then above the last.
+    pub counts: [u64; HISTOGRAM_BOUNDS_NS.len() + 1],
+    pub sum_ns: u128,
+    pub count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, d: Duration) {
+        let ns = d.as_nanos();
+        let bucket = HISTOGRAM_BOUNDS_NS.iter().position(|&b| ns <= u128::from(b)).unwrap_or(HISTOGRAM_BOUNDS_NS.len());
+        self.counts[bucket] += 1;
+        self.sum_ns += ns;
+        self.count += 1;
+    }
+}
+
+#[derive(Default)]
+struct Ring {
+    ns: Vec<u64>,
+    next: usize,
+}
+
+impl Ring {
+    fn push(&mut self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        if self.ns.len() < SAMPLES {
+            self.ns.push(ns);
+        } else {
+            self.ns[self.next] = ns;
+        }
+        self.next = (self.next + 1) % SAMPLES;
+    }
+
+    /// Nearest-rank percentiles `qs` (0..=100) of the kept samples, in nanoseconds.
+    fn percentiles(&self, qs: &[f64]) -> Vec<Option<u64>> {
+        let mut sorted = self.ns.clone();
+        sorted.sort_unstable();
+        qs.iter()
+            .map(|q| {
+                if sorted.is_empty() {
+                    return None;
+                }
+                let rank = ((q / 100.0) * sorted.len() as f64).ceil() as usize;
+                Some(sorted[rank.clamp(1, sorted.len()) - 1])
+            })
+            .collect()
+    }
+}
+
+impl Stats {
+    pub fn record(&mut self, ok: bool, queue_wait: Duration, compute: Duration) {
+        if ok {
+            self.completed += 1;
+        } else {
+            self.failed += 1;
+        }
+        self.queue_wait.push(queue_wait);
+        self.compute.push(compute);
+        self.queue_wait_histogram.observe(queue_wait);
+        self.compute_histogram.observe(compute);
+    }
+
+    pub fn queue_wait_percentiles(&self, qs: &[f64]) -> Vec<Option<u64>> {
+        self.queue_wait.percentiles(qs)
+    }
+
+    pub fn compute_percentiles(&self, qs: &[f64]) -> Vec<Option<u64>> {
+        self.compute.percentiles(qs)
+    }
+}
+
+/// The part of a queue that inline runs (on the JavaScript thread) share with it.
+pub struct Shared {
+    pub policy: Policy,
+    pub stats: Mutex<Stats>,
+    /// Runs waiting, mirrored from the queue so that an inline run checks it without a lock.
+    waiting: AtomicUsize,
+}
+
+impl Shared {
+    /// Whether a run may go inline now without overtaking one already queued.
+    pub fn nothing_waiting(&self) -> bool {
+        self.waiting.load(Ordering::Acquire) == 0
+    }
+
+    pub fn record_inline(&self, ok: bool, compute: Duration) -> bool {
+        self.stats.lock().unwrap_or_else(|p| p.into_inner()).record(ok, Duration::ZERO, compute);
+        self.policy.record_inline(compute)
+    }
+}
+
+/// Whose runs a queue holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// One runtime's `runAsync`: its runs count as pending on it from the call on.
+    Runtime,
+    /// A pool: a run counts as pending on the instance that takes it, from then on.
+    Pool,
+}
+
+struct State<T> {
+    jobs: VecDeque<Job<T>>,
+    /// Workers running a job now.
+    running: usize,
+    /// New runs are refused; queued ones still run.
+    stopped: bool,
+    /// New runs are refused, queued ones were given back, workers end.
+    closed: bool,
+    started: bool,
+    /// Workers started. They end only once the queue is closed, so until then these are the
+    /// threads that take its runs.
+    workers: usize,
+    /// The instances, held by the queue after `close` while runs it reported in flight have
+    /// not been taken by a worker: a run the owner accepted as starting must still find them.
+    pinned: Vec<Arc<Core>>,
+}
+
+pub struct Queue<T> {
+    state: Mutex<State<T>>,
+    wake: Condvar,
+    lanes: Vec<Weak<Core>>,
+    owner: Owner,
+    max_queue: usize,
+    /// Set with `State::closed`, for spinning workers that hold no lock.
+    closing: AtomicBool,
+    pub shared: Arc<Shared>,
+}
+
+/// How `Queue::figures` describes the queue now.
+pub struct Figures {
+    /// Runs started or about to start on a free instance.
+    pub in_flight: usize,
+    /// Runs waiting for an instance.
+    pub waiting: usize,
+}
+
+impl<T: Send + 'static> Queue<T> {
+    /// A queue over `lanes` (one worker each, started with the first run). At most `max_queue`
+    /// runs wait for a busy instance; a run that finds one free never counts against it.
+    pub fn new(lanes: Vec<Weak<Core>>, owner: Owner, max_queue: usize, mode: Offload) -> Arc<Queue<T>> {
+        Arc::new(Queue {
+            state: Mutex::new(State { jobs: VecDeque::new(), running: 0, stopped: false, closed: false, started: false, workers: 0, pinned: Vec::new() }),
+            wake: Condvar::new(),
+            lanes,
+            owner,
+            max_queue,
+            closing: AtomicBool::new(false),
+            shared: Arc::new(Shared { policy: Policy::new(mode), stats: Mutex::new(Stats::default()), waiting: AtomicUsize::new(0) }),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State<T>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn lanes(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// Queues a run. `Err` gives the token back with the reason: closed, or the queue is full.
+    /// `temporary`: copies of JavaScript-owned storage, made for a run that starts now.
+    #[allow(clippy::too_many_arguments)]
+    pub fn submit(
+        self: &Arc<Self>,
+        token: T,
+        id: u64,
+        feeds: Vec<Feed<'static>>,
+        f16_bits: bool,
+        temporary: Option<Vec<Temporary>>,
+        sink: &Arc<dyn Sink<T>>,
+    ) -> std::result::Result<(), (Error, T)> {
+        let mut st = self.state();
+        if st.closed || st.stopped {
+            return Err((Error::Closed, token));
+        }
+        let free = self.lanes.len().saturating_sub(st.running);
+        if st.jobs.len() >= self.max_queue.saturating_add(free) {
+            return Err((Error::QueueFull { waiting: st.jobs.len(), instances: self.lanes.len(), max_queue: self.max_queue }, token));
+        }
+        if self.owner == Owner::Runtime {
+            if let Some(core) = self.lanes.first().and_then(Weak::upgrade) {
+                core.pending.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        let found_idle = st.jobs.is_empty() && free > 0;
+        st.jobs.push_back(Job { token, id, feeds, f16_bits, temporary, submitted: Instant::now(), found_idle });
+        self.shared.waiting.store(st.jobs.len(), Ordering::Release);
+        if !st.started {
+            st.started = true;
+            for lane in 0..self.lanes.len() {
+                let (queue, worker_sink) = (self.clone(), sink.clone());
+                let spawned = std::thread::Builder::new().name("zgc-run".into()).spawn(move || queue.work(lane, worker_sink));
+                if spawned.is_ok() {
+                    st.workers += 1;
+                } else {
+                    // No thread for this lane: its share of runs goes to the others, or is
+                    // rejected by close(); the sink is told, as if it had ended.
+                    sink.worker_exit(lane);
+                }
+            }
+        }
+        drop(st);
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// Takes back a run that has not started; `None` once it has (or never was here).
+    pub fn cancel(&self, id: u64) -> Option<Job<T>> {
+        let mut st = self.state();
+        let at = st.jobs.iter().position(|j| j.id == id)?;
+        let job = st.jobs.remove(at);
+        self.shared.waiting.store(st.jobs.len(), Ordering::Release);
+        drop(st);
+        if let Some(job) = &job {
+            self.unpend(job);
+        }
+        job
+    }
+
+    /// Refuses new runs; queued ones still run (a pool draining before it closes).
+    pub fn stop(&self) {
+        self.state().stopped = true;
+    }
+
+    /// Refuses new runs and gives back every run that is waiting for an instance; workers
+    /// finish the run they are in and the runs `figures` counted as starting on a free
+    /// instance (those were reported in flight), hand them over, and end.
+    pub fn close(&self) -> Vec<Job<T>> {
+        let mut st = self.state();
+        st.closed = true;
+        self.closing.store(true, Ordering::Release);
+        let starting = st.jobs.len().min(st.workers.saturating_sub(st.running));
+        if starting > 0 {
+            st.pinned = self.lanes.iter().filter_map(Weak::upgrade).collect();
+        }
+        let jobs: Vec<Job<T>> = st.jobs.drain(starting..).collect();
+        self.shared.waiting.store(st.jobs.len(), Ordering::Release);
+        drop(st);
+        self.wake.notify_all();
+        for job in &jobs {
+            self.unpend(job);
+        }
+        jobs
+    }
+
+    /// A run that will never reach a worker no longer counts as pending on its runtime.
+    fn unpend(&self, _job: &Job<T>) {
+        if self.owner == Owner::Runtime {
+            if let Some(core) = self.lanes.first().and_then(Weak::upgrade) {
+                core.settled();
+            }
+        }
+    }
+
+    pub fn closed(&self) -> bool {
+        self.state().closed
+    }
+
+    pub fn figures(&self) -> Figures {
+        let st = self.state();
+        let free = self.lanes.len().saturating_sub(st.running);
+        let starting = st.jobs.len().min(free);
+        Figures { in_flight: st.running + starting, waiting: st.jobs.len() - starting }
+    }
+
+    /// One worker: runs jobs for the instance of `lane` until the queue is closed and empty.
+    fn work(self: Arc<Self>, lane: usize, sink: Arc<dyn Sink<T>>) {
+        let mut batch = Batch::default();
+        let mut first_done: Option<Instant> = None;
+        let mut spun = false;
+        let mut st = self.state();
+        loop {
+            let Some(job) = st.jobs.pop_front() else {
+                if !batch.done.is_empty() {
+                    // Nothing left to run: hand over what is finished before sleeping.
+                    drop(st);
+                    hand_over(&*sink, std::mem::take(&mut batch));
+                    first_done = None;
+                    st = self.state();
+                    continue;
+                }
+                if st.closed {
+                    break;
+                }
+                if !spun {
+                    // Waking a sleeping thread costs tens of microseconds on a virtual
+                    // machine; the next run of a stream usually comes sooner, so watch for it
+                    // first (yielding, so that a busy JavaScript thread loses nothing).
+                    drop(st);
+                    self.spin_for_work();
+                    spun = true;
+                    st = self.state();
+                    continue;
+                }
+                spun = false;
+                st = self.wake.wait(st).unwrap_or_else(|p| p.into_inner());
+                continue;
+            };
+            st.running += 1;
+            spun = false;
+            self.shared.waiting.store(st.jobs.len(), Ordering::Release);
+            // Taken under the lock, so that the pins of a closed queue go only once every run
+            // it kept holds its instance; the last reference then ends on the JavaScript
+            // thread, with the run's `Done`.
+            let core = self.lanes[lane].upgrade();
+            if st.jobs.is_empty() {
+                batch.pinned.append(&mut st.pinned);
+            }
+            drop(st);
+
+            let done = self.run(core, job, &*sink, &mut batch.displaced);
+            // No longer in flight before anyone can see its answer: a caller that has awaited
+            // every run then reads in flight 0 (the worker did this after handing over, and a
+            // quick reader saw 1). The lock is kept for the next job unless a batch goes now.
+            st = self.state();
+            st.running -= 1;
+            first_done.get_or_insert_with(Instant::now);
+            // A run as long as the batch time goes at once: the next may be as long, and the
+            // finished ones would wait for it.
+            let long = done.compute >= BATCH_TIME;
+            batch.done.push(done);
+            if long || batch.done.len() >= BATCH_RUNS || first_done.is_some_and(|t| t.elapsed() >= BATCH_TIME) {
+                drop(st);
+                hand_over(&*sink, std::mem::take(&mut batch));
+                first_done = None;
+                st = self.state();
+            }
+        }
+        drop(st);
+        sink.worker_exit(lane);
+    }
+
+    /// Watches for a queued run for up to `SPIN` before the worker sleeps (the caller then looks
+    /// at the queue again, and sleeps if it is still empty).
+    fn spin_for_work(&self) {
+        let until = Instant::now() + SPIN;
+        let mut turns = 0u32;
+        while self.shared.waiting.load(Ordering::Acquire) == 0 && !self.closing.load(Ordering::Acquire) && Instant::now() < until {
+            turns = turns.wrapping_add(1);
+            if turns.is_multiple_of(64) {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    fn run(&self, core: Option<Arc<Core>>, job: Job<T>, sink: &dyn Sink<T>, displaced: &mut Vec<Box<dyn BoundRegion>>) -> Done<T> {
+        let started = Instant::now();
+        let queue_wait = started.saturating_duration_since(job.submitted);
+        let result = match &core {
+            None => Err(Error::Closed),
+            Some(core) => {
+                if self.owner == Owner::Pool {
+                    core.pending.fetch_add(1, Ordering::AcqRel);
+                }
+                let temporary = match job.temporary {
+                    Some(copies) => Ok(copies),
+                    None if core.js_storage.load(Ordering::Acquire) => sink.snapshot(core).unwrap_or(Err(Error::Closed)),
+                    None => Ok(Vec::new()),
+                };
+                temporary.and_then(|temporary| {
+                    let mut instance = core.lock_wait();
+                    run_staged(&mut instance, job.feeds, &temporary, job.f16_bits, displaced)
+                })
+            }
+        };
+        Done { token: job.token, result, core, queue_wait, compute: started.elapsed(), submitted: job.submitted, found_idle: job.found_idle }
+    }
+}
+
+/// Applies staged inputs, runs with `temporary` standing in for JavaScript-owned storage, and
+/// copies the outputs out. Displaced regions are kept for the JavaScript thread.
+fn run_staged(instance: &mut Instance, feeds: Vec<Feed<'static>>, temporary: &[Temporary], f16_bits: bool, displaced: &mut Vec<Box<dyn BoundRegion>>) -> Result<Vec<OutputData>> {
+    for feed in feeds {
+        if let Some(region) = instance.apply_keeping(feed)? {
+            displaced.push(region);
+        }
+    }
+    instance.run_detached(temporary)?;
+    instance.read_outputs(f16_bits)
+}
+
+fn hand_over<T: 'static>(sink: &dyn Sink<T>, batch: Batch<T>) {
+    if let Err(batch) = sink.deliver(batch) {
+        // The JavaScript thread is gone: what the runs hold may include its references.
+        std::mem::forget(batch);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn percentiles_are_nearest_rank_over_the_last_samples() {
+        let mut r = Ring::default();
+        assert_eq!(r.percentiles(&[50.0]), vec![None]);
+        for ms in 1..=100 {
+            r.push(ms * MS);
+        }
+        let ns = |ms: u64| Some(ms * 1_000_000);
+        assert_eq!(r.percentiles(&[0.0, 1.0, 50.0, 90.0, 99.0, 100.0]), vec![ns(1), ns(1), ns(50), ns(90), ns(99), ns(100)]);
+        // Past SAMPLES the oldest are replaced, one by one.
+        for _ in 0..SAMPLES {
+            r.push(500 * MS);
+        }
+        assert_eq!(r.ns.len(), SAMPLES);
+        assert_eq!(r.percentiles(&[0.0, 100.0]), vec![ns(500), ns(500)]);
+        r.push(7 * MS);
+        assert_eq!(r.percentiles(&[0.0]), vec![ns(7)]);
+        assert_eq!(r.next, (100 + SAMPLES + 1) % SAMPLES);
+    }
+
+    #[test]
+    fn stats_count_successes_and_failures_apart_and_keep_both_latencies() {
+        let mut s = Stats::default();
+        s.record(true, 2 * MS, 10 * MS);
+        s.record(true, 4 * MS, 30 * MS);
+        s.record(false, 6 * MS, 20 * MS);
+        assert_eq!((s.completed, s.failed), (2, 1));
+        assert_eq!(s.queue_wait_percentiles(&[50.0, 100.0]), vec![Some(4_000_000), Some(6_000_000)]);
+        assert_eq!(s.compute_percentiles(&[0.0, 50.0]), vec![Some(10_000_000), Some(20_000_000)]);
+    }
+
+    #[test]
+    fn histograms_count_each_latency_in_the_first_bucket_that_holds_it_and_never_forget() {
+        let mut s = Stats::default();
+        let us = Duration::from_micros(1);
+        // On a bound, just above it, below the first, above the last.
+        for (wait, compute) in [(10 * us, 25 * us), (11 * us, 26 * us), (us, 11 * Duration::from_secs(1)), (MS, 10 * Duration::from_secs(1))] {
+            s.record(true, wait, compute);
+        }
+        let q = &s.queue_wait_histogram;
+        assert_eq!((q.counts[0], q.counts[1], q.counts[6]), (2, 1, 1));
+        assert_eq!(q.counts.iter().sum::<u64>(), 4);
+        assert_eq!((q.count, q.sum_ns), (4, 22_000 + 1_000_000));
+        let c = &s.compute_histogram;
+        assert_eq!((c.counts[1], c.counts[2], c.counts[18], c.counts[19]), (1, 1, 1, 1));
+        assert_eq!(c.sum_ns, 51_000 + 21_000_000_000);
+        // The percentile ring forgets; the histograms keep every sample.
+        for _ in 0..SAMPLES {
+            s.record(false, MS, MS);
+        }
+        assert_eq!(s.queue_wait_histogram.count, 4 + SAMPLES as u64);
+        assert_eq!(s.compute_histogram.counts[6], SAMPLES as u64);
+    }
+
+    struct NoSink;
+    impl Sink<u32> for NoSink {
+        fn deliver(&self, _batch: Batch<u32>) -> std::result::Result<(), Batch<u32>> {
+            Ok(())
+        }
+        fn snapshot(&self, _core: &Arc<Core>) -> Option<Result<Vec<Temporary>>> {
+            None
+        }
+        fn worker_exit(&self, _lane: usize) {}
+    }
+
+    /// Records, for each run delivered, how many runs the queue still counted in flight.
+    struct Watching(std::sync::OnceLock<Weak<Queue<u32>>>, Mutex<Vec<usize>>);
+    impl Sink<u32> for Watching {
+        fn deliver(&self, batch: Batch<u32>) -> std::result::Result<(), Batch<u32>> {
+            let queue = self.0.get().and_then(Weak::upgrade).unwrap();
+            let in_flight = queue.figures().in_flight;
+            self.1.lock().unwrap().extend(batch.done.iter().map(|_| in_flight));
+            Ok(())
+        }
+        fn snapshot(&self, _core: &Arc<Core>) -> Option<Result<Vec<Temporary>>> {
+            None
+        }
+        fn worker_exit(&self, _lane: usize) {}
+    }
+
+    #[test]
+    fn a_run_is_out_of_flight_before_its_answer_is_handed_over() {
+        // One instance (a lane whose core is gone: each run ends at once, Closed). A full batch
+        // is handed over straight after its last run, while the worker still holds the queue's
+        // attention: the case where a caller who had awaited every run read 1 in flight.
+        let queue: Arc<Queue<u32>> = Queue::new(vec![Weak::new()], Owner::Pool, usize::MAX, Offload::Always);
+        let watching = Arc::new(Watching(std::sync::OnceLock::new(), Mutex::new(Vec::new())));
+        watching.0.set(Arc::downgrade(&queue)).unwrap();
+        let sink: Arc<dyn Sink<u32>> = watching.clone();
+        queue.state().started = true; // no worker yet: the whole batch waits first
+        for token in 0..BATCH_RUNS as u32 {
+            queue.submit(token, token as u64, Vec::new(), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        }
+        queue.state().workers = 1;
+        let worker = {
+            let (queue, sink) = (queue.clone(), sink.clone());
+            std::thread::spawn(move || queue.work(0, sink))
+        };
+        let until = Instant::now() + Duration::from_secs(10);
+        while watching.1.lock().unwrap().len() < BATCH_RUNS && Instant::now() < until {
+            std::thread::yield_now();
+        }
+        assert_eq!(*watching.1.lock().unwrap(), vec![0; BATCH_RUNS], "in flight as the answers were handed over");
+        queue.close();
+        worker.join().unwrap();
+    }
+
+    #[test]
+    fn only_a_run_that_finds_the_queue_empty_and_an_instance_free_measures_a_hop() {
+        // No workers start (`started`): the state is set by hand, as a worker would leave it.
+        let queue: Arc<Queue<u32>> = Queue::new(vec![Weak::new()], Owner::Pool, usize::MAX, Offload::Always);
+        queue.state().started = true;
+        let sink: Arc<dyn Sink<u32>> = Arc::new(NoSink);
+        let idle = |queue: &Arc<Queue<u32>>, token| {
+            queue.submit(token, 0, Vec::new(), false, None, &sink).map_err(|(e, _)| e).unwrap();
+            queue.state().jobs.pop_back().unwrap().found_idle
+        };
+        assert!(idle(&queue, 1), "empty queue, free instance");
+        queue.state().running = 1;
+        assert!(!idle(&queue, 2), "empty queue, but the only instance is busy");
+        queue.state().running = 0;
+        queue.submit(3, 0, Vec::new(), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        assert!(!idle(&queue, 4), "a free instance, but a run is waiting ahead");
+    }
+
+    #[test]
+    fn inline_runs_count_in_the_stats_and_the_policy() {
+        let shared = Shared { policy: Policy::new(Offload::Never), stats: Mutex::new(Stats::default()), waiting: AtomicUsize::new(0) };
+        assert!(shared.nothing_waiting());
+        assert!(shared.record_inline(true, 3 * MS));
+        assert!(shared.record_inline(false, MS));
+        let stats = shared.stats.lock().unwrap();
+        assert_eq!((stats.completed, stats.failed), (1, 1));
+        assert_eq!(stats.queue_wait_percentiles(&[100.0]), vec![Some(0)]);
+        assert_eq!(stats.compute_percentiles(&[100.0]), vec![Some(3_000_000)]);
+        assert_eq!(shared.policy.inline_runs(), 2);
+        shared.waiting.store(1, Ordering::Release);
+        assert!(!shared.nothing_waiting());
+        let auto = Shared { policy: Policy::new(Offload::Auto), stats: Mutex::new(Stats::default()), waiting: AtomicUsize::new(0) };
+        assert!(!auto.record_inline(true, 5 * MS), "a 5 ms inline run sends the next away");
+    }
+
+    #[test]
+    fn a_hop_is_what_a_run_that_found_its_worker_idle_waited_beyond_its_compute() {
+        let submitted = Instant::now();
+        let done = |found_idle| Done { token: (), result: Ok(Vec::new()), core: None, queue_wait: MS, compute: 3 * MS, submitted, found_idle };
+        let later = submitted + 10 * MS;
+        assert_eq!(done(true).hop(later), Some(7 * MS));
+        assert_eq!(done(false).hop(later), None);
+        assert_eq!(done(true).hop(submitted), Some(Duration::ZERO), "never negative");
+    }
+}

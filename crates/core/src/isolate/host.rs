@@ -1,0 +1,205 @@
+//! The host child: loads one artifact (the same validation as in-process), reports its
+//! signature, maps the region the parent sends, then serves commands until the parent goes.
+
+use super::*;
+use crate::dtype::{Elements, ElementsMut};
+use crate::instance::Instance;
+use crate::ffi::memory::{elements, elements_mut};
+use crate::ffi::process::{self, Channel, RegionSlot, SharedRegion};
+use crate::Artifact;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long the child watches for the next command before it sleeps on the socket.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// `zgc-runtime-host PARENT_PID ARTIFACT`: the entry of the host binary. Returns its exit code.
+pub fn main(args: &[String]) -> i32 {
+    let (Some(parent), Some(path)) = (args.get(1).and_then(|p| p.parse::<u32>().ok()), args.get(2)) else {
+        eprintln!("usage: zgc-runtime-host PARENT_PID ARTIFACT (started by zgc-runtime for isolate: 'process')");
+        return 64;
+    };
+    if let Err(e) = process::become_host_child(parent) {
+        eprintln!("zgc-runtime-host: cannot tie itself to its parent: {e}");
+        return 71;
+    }
+    let channel = match Channel::from_stdin() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("zgc-runtime-host: no control socket on stdin: {e}");
+            return 72;
+        }
+    };
+    let loaded = Artifact::open(path).and_then(|a| {
+        let a = Arc::new(a);
+        Instance::new(a.clone()).map(|i| (a, i))
+    });
+    let mut hello = Writer::default();
+    let (artifact, instance) = match loaded {
+        Ok(pair) => {
+            hello.u32(1);
+            hello.signature(&Signature::of(&pair.0));
+            pair
+        }
+        Err(e) => {
+            hello.u32(0);
+            hello.str(e.code());
+            hello.str(&e.to_string());
+            let _ = send_framed(&channel, &hello.0);
+            return 0;
+        }
+    };
+    if send_framed(&channel, &hello.0).is_err() {
+        return 73;
+    }
+    // The region's size and frame count, with its descriptor.
+    let mut handoff = [0u8; 12];
+    let region = match channel.recv_exact(&mut handoff) {
+        Ok(Some(fd)) => SharedRegion::map(fd, u64::from_le_bytes(handoff[..8].try_into().expect("8 bytes")) as usize),
+        _ => return 74,
+    };
+    let Ok(region) = region else { return 75 };
+    let frames = u32::from_le_bytes(handoff[8..].try_into().expect("4 bytes")) as usize;
+    if !(1..=MAX_FRAMES).contains(&frames) {
+        return 76;
+    }
+    let layout = match Layout::of(&Signature::of(&artifact), frames, process::page_size()) {
+        Ok(l) if l.len == region.len() => l,
+        _ => return 76,
+    };
+    Host { region: Arc::new(region), layout, instance, channel }.serve();
+    0
+}
+
+fn send_framed(channel: &Channel, payload: &[u8]) -> std::io::Result<()> {
+    let mut framed = (payload.len() as u64).to_le_bytes().to_vec();
+    framed.extend_from_slice(payload);
+    channel.send(&framed, None)
+}
+
+struct Host {
+    region: Arc<SharedRegion>,
+    layout: Layout,
+    instance: Instance,
+    channel: Channel,
+}
+
+impl Host {
+    fn serve(mut self) {
+        let mut done = self.region.word(DONE).load(Ordering::Acquire);
+        loop {
+            let req = self.region.word(REQ);
+            if !process::spin_until(|| req.load(Ordering::Acquire) != done, SPIN) {
+                // Asleep until a byte comes; EOF means the parent is gone. The flag is set
+                // before REQ is looked at again, so a command sent meanwhile sends a byte.
+                let sleeps = self.region.word(CHILD_SLEEPS);
+                sleeps.store(1, Ordering::SeqCst);
+                if req.load(Ordering::SeqCst) == done {
+                    let mut bytes = [0u8; 64];
+                    if let Ok((0, _)) | Err(_) = self.channel.recv(&mut bytes) {
+                        return;
+                    }
+                }
+                sleeps.store(0, Ordering::SeqCst);
+                continue;
+            }
+            // Commands in order, each in its frame, back to back while more are waiting.
+            let seq = done.wrapping_add(1);
+            let frame = (seq.wrapping_sub(1) as usize) % self.layout.frames.len();
+            let at = self.layout.frames[frame].at;
+            // Taken, unless the parent took it back first (then it is skipped, and counted done).
+            if self.region.word(at + F_STATE).compare_exchange(STATE_READY, STATE_TAKEN, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                let outcome = self.execute(frame, self.region.word(at + F_CMD).load(Ordering::Acquire), self.region.word(at + F_ARG).load(Ordering::Acquire));
+                self.answer(at, outcome);
+            } else {
+                self.clear_marks(frame);
+            }
+            self.region.word(DONE).store(seq, Ordering::SeqCst);
+            done = seq;
+            if self.region.word(PARENT_SLEEPS).load(Ordering::SeqCst) == 1 && self.channel.send(&[1], None).is_err() {
+                return;
+            }
+        }
+    }
+
+    fn answer(&self, at: usize, outcome: Result<()>) {
+        super::answer::write(&self.region, at, &outcome);
+    }
+
+    fn execute(&mut self, frame: usize, cmd: u32, arg: u32) -> Result<()> {
+        match cmd {
+            RUN => {
+                self.apply_marks(frame)?;
+                self.instance.run()?;
+                self.write_outputs(frame)
+            }
+            SET => self.apply_marks(frame),
+            STORAGE => {
+                let index = arg as usize;
+                let artifact = self.instance.artifact().clone();
+                let source = artifact.sources.get(index).ok_or(Error::Value { name: format!("#{index}"), detail: "no such source".into() })?;
+                let (at, len) = self.layout.storage[index];
+                let slot = RegionSlot::new(self.region.clone(), at, len);
+                self.instance.bind(index, crate::dtype::storage_array(source.tensor.dtype), Box::new(slot))
+            }
+            other => Err(Error::Value { name: "command".into(), detail: format!("unknown command {other}") }),
+        }
+    }
+
+    fn clear_marks(&self, frame: usize) {
+        for index in 0..self.instance.artifact().sources.len() {
+            self.region.word(self.layout.frames[frame].mark(index)).store(MARK_NONE, Ordering::Release);
+        }
+    }
+
+    /// Hands the instance every input the parent marked, clearing the marks.
+    fn apply_marks(&mut self, frame: usize) -> Result<()> {
+        let artifact = self.instance.artifact().clone();
+        let mut first_error = None;
+        for (index, source) in artifact.sources.iter().enumerate() {
+            let mark = self.region.word(self.layout.frames[frame].mark(index));
+            let kind = mark.swap(MARK_NONE, Ordering::AcqRel);
+            if kind == MARK_NONE || first_error.is_some() {
+                continue;
+            }
+            let t = &source.tensor;
+            let (at, _) = self.layout.frames[frame].inputs[index];
+            let bytes = if kind == MARK_STORAGE { t.physical_bytes() } else { t.byte_count };
+            let slot: &[u8] = self.region.slot_mut(at, bytes);
+            let values = match t.dtype {
+                DType::F32 => elements::<f32>(slot).map(Elements::F32),
+                DType::F16 => elements::<u16>(slot).map(Elements::U16),
+                DType::I8 => elements::<i8>(slot).map(Elements::I8),
+                DType::Bool => Some(Elements::U8(slot)),
+            }
+            .expect("slots are aligned to 64 bytes");
+            let outcome = if kind == MARK_STORAGE {
+                artifact.stage_storage(index, values).and_then(|feed| self.instance.apply(feed))
+            } else {
+                self.instance.set(index, values)
+            };
+            if let Err(e) = outcome {
+                first_error = Some(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn write_outputs(&mut self, frame: usize) -> Result<()> {
+        let artifact = self.instance.artifact().clone();
+        for (index, info) in artifact.outputs.iter().enumerate() {
+            let (at, len) = self.layout.frames[frame].outputs[index];
+            let slot = self.region.slot_mut(at, len);
+            let target = match info.dtype {
+                DType::F32 => elements_mut::<f32>(slot).map(ElementsMut::F32),
+                DType::F16 => elements_mut::<u16>(slot).map(ElementsMut::U16),
+                DType::I8 => elements_mut::<i8>(slot).map(ElementsMut::I8),
+                DType::Bool => Some(ElementsMut::U8(slot)),
+            }
+            .expect("slots are aligned to 64 bytes");
+            self.instance.copy_output(index, target)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,27 @@
+//! zgc-runtime-core: load, validate and run ZGC executable artifacts, in plain Rust.
+//!
+//! The Node.js binding (`crates/node`) and the host program of isolated instances
+//! (`crates/host`) are built on it; nothing here knows JavaScript. Every `unsafe` block is in
+//! `ffi`, and the crate denies `unsafe_code` everywhere else.
+
+#![deny(unsafe_code)]
+
+pub mod abi;
+pub mod artifact;
+pub mod binary;
+pub mod dtype;
+pub mod error;
+pub mod executor;
+#[allow(unsafe_code)]
+pub mod ffi;
+pub mod instance;
+pub mod isolate;
+pub mod json;
+pub mod layout;
+pub mod meta;
+pub mod offload;
+pub mod pto;
+
+pub use artifact::Artifact;
+pub use error::{Error, Result};
+pub use instance::Instance;

@@ -1,0 +1,14 @@
+//! The host program of isolated instances (`isolate: 'process'`): zgc-runtime starts one per
+//! instance; see `zgc::isolate`.
+
+#[cfg(target_os = "linux")]
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    std::process::exit(zgc::isolate::host::main(&args));
+}
+
+#[cfg(not(target_os = "linux"))]
+fn main() {
+    eprintln!("zgc-runtime-host: isolated instances run on Linux only");
+    std::process::exit(2);
+}
