@@ -191,6 +191,7 @@ export type ZgcErrorCode =
   | 'ERR_ZGC_CLOSED'
   | 'ERR_ZGC_BUSY'
   | 'ERR_ZGC_QUEUE_FULL'
+  | 'ERR_ZGC_OUTPUT_INDEX'
   | 'ERR_ZGC_INVALID_ARGUMENT'
   | 'ERR_ZGC_INVALID_RUNTIME_STORAGE'
   | 'ERR_ZGC_INVALID_SOURCE'
@@ -206,6 +207,8 @@ export type ZgcErrorCode =
   | 'ERR_ZGC_MEMORY_LIMIT'
   | 'ERR_ZGC_INSTANCE_FAILED'
   | 'ERR_ZGC_INSTANCE_START'
+  | 'ERR_ZGC_INSTANCE'
+  | 'ERR_ZGC_NAPI'
 
 export declare class ZgcError extends Error {
   readonly name: 'ZgcError'

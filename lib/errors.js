@@ -25,4 +25,9 @@ function fromNative(err) {
   return new ZgcError(err.code, err.message, fields);
 }
 
-module.exports = { ZgcError, fromNative };
+/** Every `err.code` the package gives: the one table, in the core (crates/core/src/error.rs). */
+function errorCodes() {
+  return require('./native').errorCodes();
+}
+
+module.exports = { ZgcError, fromNative, errorCodes };

@@ -8,7 +8,7 @@ const { decode, encoders, messages, DecodeError } = require('./pb');
 const { RequestError } = require('./protocol');
 const { overBudget } = require('./body');
 const { refusal } = require('./restricted');
-const { ZgcError } = require('../errors');
+const { outcomeOf } = require('./outcomes');
 const { kRunNow } = require('../pool');
 
 const SERVICE = 'inference.GRPCInferenceService';
@@ -35,40 +35,11 @@ const bad = (message) => new RequestError(400, message);
 const { listText: shapeText, bounded } = require('./elide');
 const { OFF_THREAD_BYTES } = require('./parsers');
 
-/** A request error or a run's error as a gRPC status, with the message REST would give. */
+/** A request error or a run's error as a gRPC status, with the message REST gives (lib/serve/outcomes.js). */
 function statusOf(err, name, v) {
   if (err instanceof DecodeError) return { outcome: 'bad_request', error: grpcError(STATUS.INVALID_ARGUMENT, notValid(err)) };
-  if (err instanceof RequestError) {
-    if (err.status === 503 && err.overBudget) return { outcome: 'over_budget', error: grpcError(STATUS.UNAVAILABLE, err.message) };
-    const byHttp = { 400: STATUS.INVALID_ARGUMENT, 403: STATUS.PERMISSION_DENIED, 404: STATUS.NOT_FOUND, 413: STATUS.RESOURCE_EXHAUSTED, 503: STATUS.UNAVAILABLE, 504: STATUS.DEADLINE_EXCEEDED };
-    const code = /not ready/.test(err.message) ? STATUS.UNAVAILABLE : byHttp[err.status] ?? STATUS.UNKNOWN;
-    const outcome = err.status === 404 ? 'not_found' : err.status === 504 ? 'timeout' : code === STATUS.UNAVAILABLE ? 'not_ready' : 'bad_request';
-    return { outcome, error: grpcError(code, err.message) };
-  }
-  if (err instanceof ZgcError) {
-    const where = `model "${name}"${v ? ` version ${v.version}` : ''}`;
-    switch (err.code) {
-      case 'ERR_ZGC_QUEUE_FULL':
-        return { outcome: 'queue_full', error: grpcError(STATUS.RESOURCE_EXHAUSTED, `${where} has ${v.config.maxQueue} requests waiting already: try again shortly`) };
-      case 'ERR_ZGC_CLOSED':
-        return { outcome: 'not_ready', error: grpcError(STATUS.UNAVAILABLE, `${where} is being unloaded`) };
-      case 'ERR_ZGC_INSTANCE_FAILED':
-        return { outcome: 'not_ready', error: grpcError(STATUS.UNAVAILABLE, `${where} has no live instance: ${err.message} (${err.code})`) };
-      case 'ERR_ZGC_TIMEOUT':
-        return { outcome: 'timeout', error: grpcError(STATUS.DEADLINE_EXCEEDED, `${where} did not answer within ${v.config.timeoutMs} ms: its instance was stopped and restarts (${err.code})`) };
-      case 'ERR_ZGC_VALUE':
-      case 'ERR_ZGC_SIZE':
-      case 'ERR_ZGC_DTYPE':
-      case 'ERR_ZGC_UNKNOWN_SOURCE':
-        return { outcome: 'bad_request', error: grpcError(STATUS.INVALID_ARGUMENT, err.message.replace(/^source /, 'input ')) };
-      default: {
-        const crashed = err.code === 'ERR_ZGC_INSTANCE_CRASHED' || err.code === 'ERR_ZGC_MEMORY_LIMIT';
-        return { outcome: crashed ? 'instance_crashed' : 'model_error', error: grpcError(STATUS.INTERNAL, `${where} failed: ${err.message} (${err.code})`) };
-      }
-    }
-  }
-  if (err && err.name === 'AbortError') return { outcome: 'canceled', error: grpcError(STATUS.CANCELLED, 'the call was cancelled') };
-  return { outcome: 'model_error', error: grpcError(STATUS.INTERNAL, `internal error: ${err && err.message}`) };
+  const o = outcomeOf(err, name, v);
+  return { outcome: o.outcome, error: grpcError(STATUS[o.grpc], o.message) };
 }
 
 /** One input's values from its typed contents, checked as REST checks JSON data. */

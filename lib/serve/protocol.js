@@ -13,10 +13,12 @@ const F16_MAX_FINITE_ROUNDING = 65520; // values from here on round to infinity 
 
 /** A request the client must fix: status and the message of the `{ "error" }` body. */
 class RequestError extends Error {
-  constructor(status, message, headers) {
+  /** `reason`: what lib/serve/outcomes.js answers for it, when its status does not say. */
+  constructor(status, message, headers, reason) {
     super(message);
     this.status = status;
     this.headers = headers;
+    if (reason !== undefined) this.reason = reason;
   }
 }
 

@@ -11,7 +11,7 @@ const { ModelRepository, LoadError } = require('./repository');
 const { RequestError, parseInfer, formatInfer } = require('./protocol');
 const { parserPool, OFF_THREAD_BYTES } = require('./parsers');
 const { createMetrics } = require('./metrics');
-const { ZgcError } = require('../errors');
+const { outcomeOf } = require('./outcomes');
 const { kRunNow } = require('../pool');
 const { version: packageVersion } = require('../../package.json');
 
@@ -30,7 +30,6 @@ const EMPTY = Buffer.alloc(0);
 const CONTROL_BODY = 64 * 1024;
 
 /** Statuses of run failures that are the request's fault, not the model's. */
-const INPUT_CODES = new Set(['ERR_ZGC_VALUE', 'ERR_ZGC_SIZE', 'ERR_ZGC_DTYPE', 'ERR_ZGC_UNKNOWN_SOURCE']);
 
 /** Every option createServer and createHandler take: the serve flags in camelCase, models, config and log. */
 const SERVER_OPTIONS = ['models', 'config', 'poolSize', 'maxQueue', 'timeoutMs', 'pollMs', 'shutdownTimeoutMs', 'offload', 'isolate', 'modelControl', 'restrictedApi', ...LIMITS.map((l) => l.key), 'log'];
@@ -130,7 +129,7 @@ function createHandler(options) {
     const model = repository.models.get(name);
     // Not looked for on disk: a client naming models at will must not make the server read directories.
     if (model === undefined) throw new RequestError(404, `unknown model ${describeName(name)}`);
-    if (model.versions.size === 0) throw new RequestError(400, `model "${name}" is not ready (${model.state}: ${model.reason})`);
+    if (model.versions.size === 0) throw new RequestError(400, `model "${name}" is not ready (${model.state}: ${model.reason})`, undefined, 'not_ready');
     if (versionText === undefined) return model.latest;
     const v = model.versions.get(versionText);
     if (v === undefined) throw new RequestError(404, `model "${name}" has no version "${versionText}" being served (versions: ${[...model.versions.keys()].join(', ')})`);
@@ -248,36 +247,10 @@ function createHandler(options) {
         res.uncork();
       }
     } catch (err) {
-      if (err instanceof RequestError) {
-        if (err.status === 0) outcome = 'canceled';
-        else {
-          if (outcome !== 'timeout') outcome = err.status === 404 ? 'not_found' : err.status === 413 ? 'too_large' : err.overBudget ? 'over_budget' : err.status === 504 ? 'timeout' : err.status === 400 && /not ready/.test(err.message) ? 'not_ready' : 'bad_request';
-          answer(err.status, err.message, err.headers);
-        }
-      } else if (err instanceof ZgcError && err.code === 'ERR_ZGC_QUEUE_FULL') {
-        outcome = 'queue_full';
-        answer(503, `model "${name}" has ${v.config.maxQueue} requests waiting already: try again shortly`, { 'retry-after': '1' });
-      } else if (err instanceof ZgcError && err.code === 'ERR_ZGC_CLOSED') {
-        outcome = 'not_ready';
-        answer(503, `model "${name}" is being unloaded`, { 'retry-after': '1' });
-      } else if (err instanceof ZgcError && err.code === 'ERR_ZGC_TIMEOUT') {
-        outcome = 'timeout';
-        answer(504, `model "${name}" did not answer within ${v.config.timeoutMs} ms: its instance was stopped and restarts (${err.code})`, undefined, err.code);
-      } else if (err instanceof ZgcError && err.code === 'ERR_ZGC_INSTANCE_FAILED') {
-        outcome = 'not_ready';
-        answer(503, `model "${name}" version ${v.version} has no live instance: ${err.message} (${err.code})`, undefined, err.code);
-      } else if (err instanceof ZgcError && INPUT_CODES.has(err.code)) {
-        outcome = 'bad_request';
-        answer(400, err.message.replace(/^source /, 'input '));
-      } else if (err instanceof ZgcError) {
-        outcome = err.code === 'ERR_ZGC_INSTANCE_CRASHED' || err.code === 'ERR_ZGC_MEMORY_LIMIT' ? 'instance_crashed' : 'model_error';
-        answer(500, `model "${name}" version ${v.version} failed: ${err.message} (${err.code})`, undefined, err.code);
-      } else if (err && err.name === 'AbortError') {
-        outcome = 'canceled';
-      } else {
-        outcome = 'model_error';
-        answer(500, `internal error: ${err && err.message}`);
-      }
+      const o = outcomeOf(err, name, v);
+      // A run the server's own timer gave up on stays a timeout, whatever ends it after.
+      if (outcome !== 'timeout') outcome = o.outcome;
+      if (o.http !== 0) answer(o.http, o.message, o.headers, o.code);
     } finally {
       budget.release(claim.bytes);
       // Names that are no model share one label: a client must not grow the series at will.
