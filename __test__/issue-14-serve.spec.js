@@ -9,7 +9,7 @@ const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
 const { load } = require('..');
-const { createServer, createHandler } = require('../serve');
+const { createServer, createHandler } = require('../lib/serve');
 const { fixture } = require('./fixtures/manifest');
 const { makeRepository, writeModel, startServer, listenInProcess, exited } = require('./serve/setup');
 

@@ -135,7 +135,7 @@ describe('options objects refuse unknown keys, naming the nearest valid one', ()
   });
 
   test("createServer: unknown keys refused; maxBody takes the CLI's sizes", async () => {
-    const { createServer } = require('../serve');
+    const { createServer } = require('../lib/serve');
     const models = [`add=${fixture('add')}`];
     expect(() => createServer({ models, maxbody: 5 })).toThrow(new TypeError(
       'createServer() has no option "maxbody" (did you mean "maxBody"?); it takes models, config, poolSize, maxQueue, timeoutMs, pollMs, shutdownTimeoutMs, offload, isolate, modelControl, restrictedApi, maxBody, maxInflightBytes, headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections, parseTimeoutMs, grpcMaxConcurrentStreams, grpcHandshakeTimeoutMs, grpcIdleTimeoutMs, log',

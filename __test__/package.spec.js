@@ -35,9 +35,12 @@ describe('npm pack, then install from the tarballs with no network', () => {
   test('the main tarball holds the JS, types, CLI and Rust sources but no binary; the platform one holds the binary', () => {
     const list = (t) => execFileSync('tar', ['tzf', t], { encoding: 'utf8' }).split('\n').filter(Boolean);
     const main = list(tarballs.main);
-    for (const f of ['index.js', 'index.mjs', 'index.d.ts', 'pto.d.ts', 'bin/zgc-runtime.js', 'lib/native.js', 'Cargo.toml', 'Cargo.lock', 'crates/core/src/lib.rs', 'crates/node/src/lib.rs', 'crates/node/build.rs', 'crates/host/src/main.rs']) expect(main).toContain(`package/${f}`);
+    for (const f of ['lib/index.js', 'lib/index.mjs', 'lib/index.d.ts', 'lib/pto.d.ts', 'lib/pto.mjs', 'lib/serve/index.js', 'lib/serve/index.mjs', 'lib/serve/index.d.ts', 'lib/jest.d.ts', 'bin/zgc-runtime.js', 'lib/native.js', 'Cargo.toml', 'Cargo.lock', 'crates/core/src/lib.rs', 'crates/node/src/lib.rs', 'crates/node/build.rs', 'crates/host/src/main.rs']) expect(main).toContain(`package/${f}`);
     expect(main.filter((f) => f.endsWith('.node'))).toEqual([]);
     expect(main.some((f) => f.includes('__test__'))).toBe(false);
+    // Nothing at the package's root but what npm and the Rust build need: the code is in lib/.
+    const atRoot = main.filter((f) => f.split('/').length === 2).map((f) => f.slice('package/'.length));
+    expect(atRoot.sort()).toEqual(['Cargo.lock', 'Cargo.toml', 'README.md', 'package.json']);
     expect(list(tarballs.platform)).toEqual(expect.arrayContaining(['package/zgc-runtime.linux-x64-gnu.node', 'package/package.json']));
     const manifest = JSON.parse(execFileSync('tar', ['xzOf', tarballs.main, 'package/package.json'], { encoding: 'utf8' }));
     expect(manifest.optionalDependencies).toEqual({
@@ -49,7 +52,7 @@ describe('npm pack, then install from the tarballs with no network', () => {
       'zgc-runtime-darwin-x64': version,
       'zgc-runtime-darwin-arm64': version,
     });
-    expect(manifest.exports['.']).toEqual({ types: './index.d.ts', import: './index.mjs', require: './index.js' });
+    expect(manifest.exports['.']).toEqual({ types: './lib/index.d.ts', import: './lib/index.mjs', require: './lib/index.js' });
     expect(manifest.engines.node).toMatch(/>=\s*20/);
   });
 
@@ -87,11 +90,31 @@ describe('npm pack, then install from the tarballs with no network', () => {
     expect(isolated.trim()).toBe('2,3,4,5 true');
     const cli = execFileSync(path.join(app, 'node_modules', '.bin', 'zgc-runtime'), ['inspect', add, '--json'], { cwd: app, encoding: 'utf8' });
     expect(JSON.parse(cli).sources.map((s) => s.name)).toEqual(['a', 'b']);
-    // The consumer's own strict TypeScript build against the installed types.
-    fs.writeFileSync(path.join(app, 'use.ts'), `import { load, Tensor } from 'zgc-runtime';\nimport { load as loadPto } from 'zgc-runtime/pto';\nconst out: Tensor[] = load('m.so').run({ a: new Float32Array(4) });\nconst lib = loadPto('p.so');\nconsole.log(out, lib.path);\n`);
-    const tsc = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--types', 'node', '--typeRoots', path.join(root, 'node_modules', '@types'), 'use.ts'], { cwd: app, encoding: 'utf8' });
-    expect(tsc.stdout + tsc.stderr).toBe('');
-    expect(tsc.status).toBe(0);
+    // The consumer's own strict TypeScript build against the installed types, every entry
+    // point, resolved as Node does (node16/nodenext) and as bundlers do.
+    fs.writeFileSync(
+      path.join(app, 'use.ts'),
+      [
+        "import { load, Tensor } from 'zgc-runtime';",
+        "import { load as loadPto } from 'zgc-runtime/pto';",
+        "import { createServer } from 'zgc-runtime/serve';",
+        "import matchers from 'zgc-runtime/jest';",
+        "const out: Tensor[] = load('m.so').run({ a: new Float32Array(4) });",
+        "const lib = loadPto('p.so');",
+        "const server = createServer({ models: 'models' });",
+        'console.log(out, lib.path, server, Object.keys(matchers));',
+        '',
+      ].join('\n'),
+    );
+    const tsc = (module, resolution) => spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '--noEmit', '--strict', '--module', module, '--moduleResolution', resolution, '--target', 'es2022', '--types', 'node', '--typeRoots', path.join(root, 'node_modules', '@types'), 'use.ts'], { cwd: app, encoding: 'utf8' });
+    for (const [module, resolution] of [['node16', 'node16'], ['nodenext', 'nodenext'], ['esnext', 'bundler']]) {
+      const r = tsc(module, resolution);
+      expect({ module, resolution, out: r.stdout + r.stderr }).toEqual({ module, resolution, out: '' });
+      expect(r.status).toBe(0);
+    }
+    // The other entry points load, by require and by import.
+    const subpaths = execFileSync(process.execPath, ['--input-type=module', '-e', "import { createServer } from 'zgc-runtime/serve'; import matchers from 'zgc-runtime/jest'; import { createRequire } from 'node:module'; const r = createRequire(import.meta.url); console.log(typeof createServer, typeof r('zgc-runtime/serve').createHandler, typeof matchers.toMatchTensor, typeof r('zgc-runtime/jest').toMatchTensor)"], { cwd: app, encoding: 'utf8' });
+    expect(subpaths.trim()).toBe('function function function function');
   }, 120000);
 
   test('without it: require says which package is missing and the commands that fix it', () => {

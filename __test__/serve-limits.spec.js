@@ -498,7 +498,7 @@ describe('restricted API categories (Triton\'s --http-restricted-api form)', () 
   });
 
   test('a rule that is not CATEGORIES:HEADER=VALUE is refused by createServer', () => {
-    const { createServer } = require('../serve');
+    const { createServer } = require('../lib/serve');
     expect(() => createServer({ models: [repo], restrictedApi: 'inference' })).toThrow('createServer option restrictedApi must be CATEGORY[,CATEGORY...]:HEADER=VALUE');
   });
 

@@ -8,10 +8,10 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
-import * as esm from '../../index.mjs';
+import * as esm from '../../lib/index.mjs';
 
 const require = createRequire(import.meta.url);
-const cjs = require('../../index.js');
+const cjs = require('../../lib/index.js');
 const { fixture, malformed } = require('../fixtures/manifest.js');
 const { f16Bits, f16Round } = require('../helpers.js');
 const { load, createPool, ZgcError } = cjs;

@@ -81,7 +81,7 @@ function startServer(args, { env } = {}) {
  * visible to coverage and to mutation testing. `stop()` drains as SIGTERM would.
  */
 async function listenInProcess(args) {
-  const { createServer } = require('../../serve');
+  const { createServer } = require('../../lib/serve');
   const { parseServeArgs } = require('../../lib/cli-args');
   const { command, port, host, ...options } = parseServeArgs(args);
   let stderr = '';

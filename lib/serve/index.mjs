@@ -2,7 +2,7 @@
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
-const serve = require('./serve.js');
+const serve = require('./index.js');
 
 export const { createServer, createHandler, ModelRepository, LoadError } = serve;
 export default serve;
