@@ -1,7 +1,7 @@
 'use strict';
 
 // The fenced code blocks of README.md and docs/*.md, as the doc tests run them
-// (__test__/docs.spec.js; the rules are in docs/contributing.md). A block's info string is
+// (__test__/docs/docs.spec.js; the rules are in docs/contributing.md). A block's info string is
 // its language and then attributes: `fragment`, `output`, `file=PATH`, `port=N`.
 const fs = require('node:fs');
 const path = require('node:path');

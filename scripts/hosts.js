@@ -94,7 +94,7 @@ function main(jestFiles = []) {
       rows.push({ host: 'Node', version: v, what: 'whole Jest suite', float16: global16 ? 'global' : 'no', ...all, seconds: (Date.now() - started) / 1000 });
       if (!global16 && hasFloat16(host, ['--js-float16array'])) {
         const t = Date.now();
-        const f16 = runJest(host, ['--js-float16array'], ['__test__/issue-13-float16array.spec.js', '__test__/fuzz-inputs.spec.js']);
+        const f16 = runJest(host, ['--js-float16array'], ['__test__/runtime/float16array.spec.js', '__test__/runtime/fuzz-inputs.spec.js']);
         rows.push({ host: 'Node', version: `${v} --js-float16array`, what: 'Float16Array and fuzz specs', float16: 'flag', ...f16, seconds: (Date.now() - t) / 1000 });
       }
     } else {

@@ -22,18 +22,18 @@ const work = process.env.ZGC_PLATFORMS_DIR || path.join(root, 'target', 'platfor
 
 /** What runs on every emulated platform: the core's conformance, dtypes, errors, async, pools, lifetimes and isolation, and serve's smoke. */
 const SPECS = [
-  'load.spec.js',
-  'run.spec.js',
-  'values.spec.js',
-  'status.spec.js',
-  'async.spec.js',
-  'pool.spec.js',
-  'lifetime.spec.js',
-  'issue-26-isolate.spec.js',
-  'platform-smoke.spec.js',
+  'runtime/load.spec.js',
+  'runtime/run.spec.js',
+  'runtime/values.spec.js',
+  'runtime/status.spec.js',
+  'runtime/async.spec.js',
+  'pool/pool.spec.js',
+  'runtime/lifetime.spec.js',
+  'isolate/isolate.spec.js',
+  'platform/smoke.spec.js',
 ];
 /** Isolation runs on Linux only; elsewhere platform-smoke checks that it is refused. */
-const LINUX_ONLY = new Set(['issue-26-isolate.spec.js']);
+const LINUX_ONLY = new Set(['isolate/isolate.spec.js']);
 const specsFor = (platform, specs) => specs.filter((s) => isolates(platform) || !LINUX_ONLY.has(s));
 
 /**

@@ -4,7 +4,7 @@
 // npm run stress: 1,000,000 tiny runs and 10,000 load/run/close cycles (paths and bytes),
 // 100,000 offloaded async runs (a runtime, a pool of 2) and 1,000 runtimes each starting and
 // ending a worker thread, failing when resident memory, open file descriptors or OS threads
-// grow past a small bound after warm-up. `--short` (CI, through __test__/stress.spec.js) does a tenth of each.
+// grow past a small bound after warm-up. `--short` (CI, through __test__/pool/stress.spec.js) does a tenth of each.
 // Run with --expose-gc (npm run stress does) so that collected garbage is not counted.
 const fs = require('node:fs');
 const path = require('node:path');

@@ -1,5 +1,5 @@
 """Talks to a zgc-runtime server with the real tritonclient[http] from PyPI and prints what it
-saw as one JSON document, for __test__/issue-14-serve.spec.js to check against direct runs.
+saw as one JSON document, for __test__/serve/rest.spec.js to check against direct runs.
 
     python triton_client.py HOST:PORT
 """

@@ -1,4 +1,4 @@
-// Compiled with `tsc --noEmit --strict` by types.spec.js: the public types must accept what
+// Compiled with `tsc --noEmit --strict` by types/types.spec.js: the public types must accept what
 // the README shows and reject what the runtime would refuse.
 import zgc, { load, createPool, Pool, Runtime, Tensor, ZgcError, SourceInfo, OutputArray, Float16ArrayLike } from 'zgc-runtime';
 import { createServer, createHandler, ServeHandler, ShutdownResult, RepositoryIndexEntry } from 'zgc-runtime/serve';

@@ -480,7 +480,8 @@ pub fn region_buffer(env: sys::napi_env, region: &std::sync::Arc<zgc::ffi::proce
     Err(napi::Error::new(napi::Status::from(status), "cannot create an external ArrayBuffer"))
 }
 
-/// On the JS thread: a number.
+/// On the JS thread: a number (for an isolated run's outcome).
+#[cfg(target_os = "linux")]
 pub fn number(env: sys::napi_env, value: f64) -> sys::napi_value {
     let mut out = std::ptr::null_mut();
     // SAFETY: called on `env`'s thread with an out-pointer to a local.

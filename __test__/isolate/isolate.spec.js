@@ -1,0 +1,511 @@
+'use strict';
+
+// isolate: 'process': an artifact that crashes, hangs or runs away fails the one run it was
+// executing, never the process, and its instance comes back. The faulty fixture fails on
+// request (mode: 1 segfault, 2 abort, 3 _exit(3), 4 loop forever, 5 unbounded memory, 6 a
+// 200 ms run) and logs every run it executes, so "never twice" is counted, not assumed.
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+// The suite's own folder (__test__), which fixtures and helpers are found from.
+const testDir = path.join(__dirname, '..');
+const { spawn, spawnSync } = require('node:child_process');
+const { Worker } = require('node:worker_threads');
+const { load, createPool } = require('../..');
+const { fixture, rng, randomF32, f16Bits, toPhysical } = require('../helpers');
+const { expectDtypes, randomDtypeValues } = require('../dtypes-model');
+
+const ISO = { isolate: 'process' };
+const x = new Float32Array([1, 2, 3, 4]);
+const expected = (v) => Array.from(v, (e) => Math.fround(Math.fround(e * 2) + 1));
+
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  // A zombie still answers kill(0); its state says it is gone.
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return !/\) Z /.test(stat);
+}
+
+const fdCount = () => fs.readdirSync('/proc/self/fd').length;
+
+function tempLog() {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-iso-')), 'runs.log');
+  process.env.ZGC_FAULTY_LOG = file;
+  return file;
+}
+
+/** Run ids the fixture logged, with how often each executed. */
+function executions(file) {
+  const counts = new Map();
+  if (!fs.existsSync(file)) return counts;
+  for (const line of fs.readFileSync(file, 'utf8').split('\n').filter(Boolean)) {
+    const id = Number(line.split(' ')[1]);
+    counts.set(id, (counts.get(id) || 0) + 1);
+  }
+  return counts;
+}
+
+afterEach(() => {
+  delete process.env.ZGC_FAULTY_LOG;
+  delete process.env.ZGC_FAULTY_ABORT_AT_LOAD;
+});
+
+describe('isolate: process gives the same answers as in-process (issue 26)', () => {
+  test('every dtype, kind and BOUND layout, against the model and an in-process runtime', () => {
+    const iso = load(fixture('dtypes'), ISO);
+    const local = load(fixture('dtypes'));
+    expect(iso.isolate).toBe('process');
+    expect(iso.sources).toEqual(local.sources);
+    expect(iso.outputs).toEqual(local.outputs);
+    expect(iso.fingerprint).toBe(local.fingerprint);
+    const src = (name) => iso.sources.find((s) => s.name === name);
+    let state = 0;
+    for (let seed = 40; seed < 46; seed++) {
+      const v = randomDtypeValues(seed);
+      for (const rt of [iso, local]) {
+        rt.bind('wt', toPhysical(src('wt'), v.wt, Float32Array));
+        rt.bind('wp', toPhysical(src('wp'), v.wp, Float32Array));
+        rt.bind('wn', toPhysical(src('wn'), v.wn, Float32Array));
+        rt.bind('hb', toPhysical(src('hb'), v.hb.map(f16Bits), Uint16Array));
+        rt.set('qb', v.qb);
+        rt.set('mb', v.mb);
+        rt.set('g', v.g);
+      }
+      const got = iso.run({ x: v.x, h: v.h, q: v.q, m: v.m });
+      const want = expectDtypes(v, state);
+      state = want.state;
+      got.forEach((o, i) => expect(Array.from(o.data, Number)).toEqual(want.outputs[i]));
+      expect(local.run({ x: v.x, h: v.h, q: v.q, m: v.m }).map((o) => Array.from(o.data, Number))).toEqual(want.outputs);
+      expect(got[1].data).toBeInstanceOf(Float32Array);
+      expect(got[2].data).toBeInstanceOf(Int8Array);
+      expect(got[3].data).toBeInstanceOf(Uint8Array);
+    }
+    iso.close();
+    local.close();
+  });
+
+  test('runAsync and a pool agree with a synchronous in-process run on random inputs', async () => {
+    const iso = load(fixture('add'), ISO);
+    const local = load(fixture('add'));
+    const pool = createPool(fixture('add'), { ...ISO, size: 2 });
+    const next = rng(26);
+    const inputs = Array.from({ length: 200 }, () => ({ a: randomF32(next, 4), b: randomF32(next, 4) }));
+    const [single, pooled] = await Promise.all([Promise.all(inputs.map((i) => iso.runAsync(i))), Promise.all(inputs.map((i) => pool.run(i)))]);
+    inputs.forEach((i, k) => {
+      const want = Array.from(local.run(i)[0].data);
+      expect(Array.from(single[k][0].data)).toEqual(want);
+      expect(Array.from(pooled[k][0].data)).toEqual(want);
+    });
+    expect(new Set(pool.stats().pids).size).toBe(2);
+    await pool.close();
+    iso.close();
+    local.close();
+  });
+
+  test('errors name the source, as in-process, and leave the instance usable', async () => {
+    const iso = load(fixture('add'), ISO);
+    const local = load(fixture('add'));
+    const bad = { a: new Float32Array(3), b: new Float32Array(4) };
+    const inProcess = (() => {
+      try {
+        local.run(bad);
+      } catch (err) {
+        return err;
+      }
+    })();
+    expect(() => iso.run(bad)).toThrow(expect.objectContaining({ code: 'ERR_ZGC_SIZE', source: 'a', message: inProcess.message }));
+    await expect(iso.runAsync({ a: new Int8Array(4), b: x })).rejects.toMatchObject({ code: 'ERR_ZGC_DTYPE', source: 'a' });
+    await expect(iso.runAsync({ c: x })).rejects.toMatchObject({ code: 'ERR_ZGC_UNKNOWN_SOURCE' });
+    expect(Array.from((await iso.runAsync({ a: x, b: x }))[0].data)).toEqual([2, 4, 6, 8]);
+    iso.close();
+    local.close();
+  });
+
+  test('storage() is a view of the shared region: written in place, read by the child without a copy', async () => {
+    const iso = load(fixture('add-bound-1m'), ISO);
+    const a = iso.storage('a');
+    const b = iso.storage('b');
+    expect(a).toBeInstanceOf(Float32Array);
+    expect(a.length).toBe(1 << 20);
+    for (let i = 0; i < a.length; i += 4099) {
+      a[i] = i;
+      b[i] = 0.5;
+    }
+    const out = (await iso.runAsync())[0].data;
+    for (let i = 0; i < a.length; i += 4099) expect(out[i]).toBe(i + 0.5);
+    b[4099] = 100;
+    expect(iso.run()[0].data[4099]).toBe(4199);
+    iso.close();
+  });
+
+  test('bind() on an isolated runtime copies the array at each run start (there is no shared address)', async () => {
+    const iso = load(fixture('add-bound-1m'), ISO);
+    const a = new Float32Array(1 << 20).fill(1);
+    const b = new Float32Array(1 << 20).fill(2);
+    iso.bind('a', a);
+    iso.bind('b', b);
+    expect((await iso.runAsync())[0].data[7]).toBe(3);
+    a[7] = 10;
+    expect(iso.run()[0].data[7]).toBe(12);
+    expect(() => iso.bind('a', new Float32Array(3))).toThrow(expect.objectContaining({ code: 'ERR_ZGC_SIZE', source: 'a' }));
+    iso.close();
+  });
+});
+
+describe('a fault fails one run, and the instance comes back (issue 26)', () => {
+  const faults = [
+    { mode: 1, what: 'a segfault', fields: { signal: 'SIGSEGV', exitCode: null } },
+    { mode: 2, what: 'abort()', fields: { signal: 'SIGABRT', exitCode: null }, stderr: /faulty: aborting as run 2 asked/ },
+    { mode: 3, what: '_exit(3)', fields: { signal: null, exitCode: 3 } },
+  ];
+  test.each(faults)('$what rejects its run with ERR_ZGC_INSTANCE_CRASHED, and the next run answers', async ({ mode, fields, stderr }) => {
+    const rt = load(fixture('faulty'), ISO);
+    const before = rt.pid;
+    const err = await rt.runAsync({ x, mode, id: mode }).catch((e) => e);
+    expect(err).toMatchObject({ name: 'ZgcError', code: 'ERR_ZGC_INSTANCE_CRASHED', ...fields });
+    expect(err.message).toContain(`pid ${before}`);
+    if (stderr) expect(err.stderr).toMatch(stderr);
+    expect(Array.from((await rt.runAsync({ x, mode: 0, id: 0 }))[0].data)).toEqual(expected(x));
+    expect(rt.pid).not.toBe(before);
+    expect(alive(before)).toBe(false);
+    expect(rt.stats()).toMatchObject({ crashes: 1, restarts: 1, completed: 1, failed: 1, alive: 1 });
+    rt.close();
+  });
+
+  test('a synchronous run that crashes throws, and the instance is back for the next call', () => {
+    const rt = load(fixture('faulty'), ISO);
+    expect(() => rt.run({ x, mode: 1, id: 1 })).toThrow(expect.objectContaining({ code: 'ERR_ZGC_INSTANCE_CRASHED', signal: 'SIGSEGV' }));
+    expect(Array.from(rt.run({ x, mode: 0, id: 2 })[0].data)).toEqual(expected(x));
+    rt.close();
+  });
+
+  test('values given with set() are given again to the new process; STATE starts afresh', async () => {
+    const rt = load(fixture('dtypes'), ISO);
+    const v = randomDtypeValues(5);
+    for (const name of ['wt', 'wp', 'wn', 'hb', 'qb', 'mb', 'g']) rt.set(name, v[name]);
+    const first = await rt.runAsync({ x: v.x, h: v.h, q: v.q, m: v.m });
+    const want = expectDtypes(v, 0);
+    expect(Array.from(first[4].data)).toEqual(want.outputs[4]);
+    process.kill(rt.pid, 'SIGKILL');
+    // The death shows at the next run, which is then the one that fails.
+    const killed = await rt.runAsync({ x: v.x, h: v.h, q: v.q, m: v.m }).catch((e) => e);
+    expect(killed).toMatchObject({ code: 'ERR_ZGC_INSTANCE_CRASHED', signal: 'SIGKILL' });
+    expect(killed.message).toContain('its STATE is lost');
+    const again = await rt.runAsync({ x: v.x, h: v.h, q: v.q, m: v.m });
+    // The parameters came back; the running sum s started again from 0.
+    again.slice(0, 4).forEach((o, i) => expect(Array.from(o.data, Number)).toEqual(want.outputs[i]));
+    expect(Array.from(again[4].data)).toEqual(want.outputs[4]);
+    rt.close();
+  });
+
+  test('a hung run with timeoutMs rejects ERR_ZGC_TIMEOUT, its process killed, and the instance serves again', async () => {
+    const rt = load(fixture('faulty'), { ...ISO, timeoutMs: 5000 });
+    const pid = rt.pid;
+    const t0 = performance.now();
+    await expect(rt.runAsync({ x, mode: 4, id: 1 }, { timeoutMs: 100 })).rejects.toMatchObject({ code: 'ERR_ZGC_TIMEOUT', timeoutMs: 100 });
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(99);
+    expect(alive(pid)).toBe(false);
+    expect(Array.from((await rt.runAsync({ x, mode: 0, id: 2 }))[0].data)).toEqual(expected(x));
+    // The runtime-wide default applies to synchronous runs too.
+    const sync = load(fixture('faulty'), { ...ISO, timeoutMs: 80 });
+    expect(() => sync.run({ x, mode: 4, id: 3 })).toThrow(expect.objectContaining({ code: 'ERR_ZGC_TIMEOUT' }));
+    expect(Array.from(sync.run({ x, mode: 6, id: 4 }, { timeoutMs: 2000 })[0].data)).toEqual(expected(x));
+    expect(rt.stats()).toMatchObject({ timeouts: 1, restarts: 1 });
+    rt.close();
+    sync.close();
+  });
+
+  test('an AbortSignal stops a run midway (the child killed) or takes back one not started', async () => {
+    const log = tempLog();
+    const rt = load(fixture('faulty'), ISO);
+    const running = new AbortController();
+    const waiting = new AbortController();
+    const hung = rt.runAsync({ x, mode: 4, id: 1 }, { signal: running.signal });
+    const queued = rt.runAsync({ x, mode: 0, id: 2 }, { signal: waiting.signal });
+    const after = rt.runAsync({ x, mode: 0, id: 3 });
+    waiting.abort(new Error('not wanted'));
+    await expect(queued).rejects.toThrow('not wanted');
+    setTimeout(() => running.abort(), 30);
+    await expect(hung).rejects.toMatchObject({ name: 'AbortError' });
+    expect(Array.from((await after)[0].data)).toEqual(expected(x));
+    const ran = executions(log);
+    expect([...ran.keys()].sort()).toEqual([1, 3]);
+    expect(rt.stats()).toMatchObject({ aborts: 1, restarts: 1 });
+    rt.close();
+  });
+
+  test('maxMemoryMb: a run that allocates without bound rejects ERR_ZGC_MEMORY_LIMIT', async () => {
+    const rt = load(fixture('faulty'), { ...ISO, maxMemoryMb: 128 });
+    const err = await rt.runAsync({ x, mode: 5, id: 1 }).catch((e) => e);
+    expect(err).toMatchObject({ code: 'ERR_ZGC_MEMORY_LIMIT', maxMemoryMb: 128 });
+    expect(err.residentBytes).toBeGreaterThan(128 * 2 ** 20);
+    expect(Array.from((await rt.runAsync({ x, mode: 0, id: 2 }))[0].data)).toEqual(expected(x));
+    expect(rt.stats().memoryKills).toBe(1);
+    rt.close();
+  });
+
+  test('an instance that cannot start again fails its runs with ERR_ZGC_INSTANCE_FAILED after its attempts', async () => {
+    const rt = load(fixture('faulty'), ISO);
+    process.env.ZGC_FAULTY_ABORT_AT_LOAD = '1';
+    await expect(rt.runAsync({ x, mode: 1, id: 1 })).rejects.toMatchObject({ code: 'ERR_ZGC_INSTANCE_CRASHED' });
+    const err = await new Promise((resolve) => {
+      const poll = () => rt.runAsync({ x, mode: 0, id: 2 }).then(() => setTimeout(poll, 20), resolve);
+      setTimeout(poll, 20);
+    }).catch((e) => e);
+    // Busy while it retries (10, 50, 250, 1000 ms apart), then failed for good.
+    expect(['ERR_ZGC_INSTANCE_FAILED']).toContain(err.code);
+    expect(err.message).toMatch(/could not be restarted after 5 attempts.*SIGABRT/);
+    expect(rt.stats()).toMatchObject({ alive: 0, startFailures: 5 });
+    rt.close();
+  }, 15000);
+
+  test('load() reports what the host process said when the artifact cannot load there', () => {
+    expect(() => load(fixture('malformed-dtype'), ISO)).toThrow(expect.objectContaining({ code: 'ERR_ZGC_INVALID_ARTIFACT', message: expect.stringMatching(/unknown dtype 9/) }));
+    process.env.ZGC_FAULTY_ABORT_AT_LOAD = '1';
+    expect(() => load(fixture('faulty'), ISO)).toThrow(expect.objectContaining({ code: 'ERR_ZGC_INSTANCE_START', message: expect.stringMatching(/SIGABRT.*before it had loaded/) }));
+  });
+
+  test('options: isolation-only options are refused in-process, bytes are refused isolated', () => {
+    expect(() => load(fixture('add'), { timeoutMs: 10 })).toThrow(/timeoutMs needs isolate: 'process'/);
+    expect(() => load(fixture('add'), { isolate: 'thread' })).toThrow(/must be 'none' or 'process'/);
+    expect(() => load(fs.readFileSync(fixture('add')), ISO)).toThrow(/takes a path/);
+    expect(() => load(fixture('add'), { ...ISO, timeoutMs: -1 })).toThrow(RangeError);
+    const rt = load(fixture('add'));
+    return expect(rt.runAsync({}, { timeoutMs: 5 })).rejects.toThrow("runAsync() option timeoutMs needs isolate: 'process'");
+  });
+});
+
+describe('a pool under faults (issue 26)', () => {
+  test('10,000 runs, one in 50 crashing: every other answer right, each crash its own run, none executed twice, nothing left after close', async () => {
+    const log = tempLog();
+    const fds = fdCount();
+    const pool = createPool(fixture('faulty'), { ...ISO, size: 2, maxQueue: Infinity });
+    const pids = new Set(pool.stats().pids);
+    const next = rng(50);
+    const runs = Array.from({ length: 10000 }, (_, id) => {
+      const mode = id % 50 === 17 ? 1 + (id % 3) : 0;
+      const xs = randomF32(next, 4);
+      return { id, mode, xs, done: pool.run({ x: xs, mode, id }) };
+    });
+    const settled = await Promise.allSettled(runs.map((r) => r.done));
+    let crashed = 0;
+    runs.forEach((r, i) => {
+      const s = settled[i];
+      if (r.mode === 0) {
+        expect(s.status).toBe('fulfilled');
+        expect(Array.from(s.value[0].data)).toEqual(expected(r.xs));
+      } else {
+        crashed++;
+        expect(s.status).toBe('rejected');
+        expect(s.reason.code).toBe('ERR_ZGC_INSTANCE_CRASHED');
+        expect(s.reason.signal).toBe({ 1: 'SIGSEGV', 2: 'SIGABRT', 3: null }[r.mode]);
+      }
+    });
+    expect(crashed).toBe(200);
+    const ran = executions(log);
+    expect(ran.size).toBe(10000);
+    expect([...ran.values()].every((n) => n === 1)).toBe(true);
+    const stats = pool.stats();
+    expect(stats).toMatchObject({ completed: 9800, failed: 200, crashes: 200, restarts: 200 });
+    for (const pid of stats.pids) pids.add(pid);
+    await pool.close();
+    for (const pid of pids) expect(alive(pid)).toBe(false);
+    // Descriptors at once; the mappings when their views are collected (the --expose-gc test below).
+    expect(fdCount()).toBe(fds);
+  }, 60000);
+
+  test('close() then GC leaves no mapping: the region lives exactly as long as a view of it', () => {
+    const script = `
+      const fs = require('node:fs');
+      const { createPool } = require(${JSON.stringify(path.join(testDir, '..'))});
+      const maps = () => fs.readFileSync('/proc/self/maps', 'utf8').split('\\n').filter((l) => l.includes('zgc-runtime-region')).length;
+      const settle = () => new Promise((r) => setImmediate(r));
+      (async () => {
+        const pool = createPool(${JSON.stringify(fixture('add-bound-1m'))}, { isolate: 'process', size: 2, setup: (rt) => rt.storage('a').fill(1) });
+        let view = pool.runtimes[0].storage('b');
+        view[0] = 2;
+        const out = await pool.run();
+        const during = maps();
+        await pool.close();
+        for (let i = 0; i < 3; i++) { gc(); await settle(); }
+        const held = maps();
+        view = null;
+        for (let i = 0; i < 3; i++) { gc(); await settle(); }
+        console.log(JSON.stringify({ during, held, after: maps(), first: out[0].data[0] }));
+      })();`;
+    const r = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    const got = JSON.parse(r.stdout);
+    // Both instances' regions while open; one kept by the storage() view after close; none after.
+    expect(got).toEqual({ during: 2, held: 1, after: 0, first: expect.any(Number) });
+    expect([1, 3]).toContain(got.first);
+  });
+
+  test('setup runs again on a restarted instance', async () => {
+    const seen = [];
+    const pool = createPool(fixture('slow'), {
+      ...ISO,
+      size: 1,
+      setup: (rt, i) => {
+        seen.push(i);
+        rt.set('sleep_ms', 0);
+      },
+    });
+    process.kill(pool.stats().pids[0], 'SIGKILL');
+    await expect(pool.run({ x })).rejects.toMatchObject({ code: 'ERR_ZGC_INSTANCE_CRASHED' });
+    expect(Array.from((await pool.run({ x }))[0].data)).toEqual([2, 4, 6, 8]);
+    expect(seen).toEqual([0, 0]);
+    await pool.close();
+  });
+});
+
+describe('no orphans (issue 26)', () => {
+  test('SIGKILL of a Node process that holds an isolated pool leaves no process behind', async () => {
+    const script = `
+      const { createPool } = require(${JSON.stringify(path.join(testDir, '..'))});
+      const pool = createPool(${JSON.stringify(fixture('add'))}, { isolate: 'process', size: 3 });
+      console.log(JSON.stringify(pool.stats().pids));
+      setInterval(() => {}, 1000);`;
+    const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const line = await new Promise((resolve) => child.stdout.once('data', (d) => resolve(String(d))));
+    const pids = JSON.parse(line);
+    expect(pids).toHaveLength(3);
+    pids.forEach((pid) => expect(alive(pid)).toBe(true));
+    child.kill('SIGKILL');
+    await new Promise((resolve) => child.once('exit', resolve));
+    const until = Date.now() + 2000;
+    while (pids.some(alive) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    pids.forEach((pid) => expect(alive(pid)).toBe(false));
+  });
+
+  test('a worker thread runs an isolated runtime; its children end when the worker does', async () => {
+    const worker = new Worker(
+      `const { parentPort } = require('node:worker_threads');
+       const { load } = require(${JSON.stringify(path.join(testDir, '..'))});
+       const rt = load(${JSON.stringify(fixture('add'))}, { isolate: 'process' });
+       setInterval(() => {}, 1000); // alive until terminated
+       rt.runAsync({ a: [1, 2, 3, 4], b: [1, 1, 1, 1] }).then((out) => parentPort.postMessage({ pid: rt.pid, data: Array.from(out[0].data) }));`,
+      { eval: true },
+    );
+    const { pid, data } = await new Promise((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+    expect(data).toEqual([2, 3, 4, 5]);
+    expect(alive(pid)).toBe(true);
+    await worker.terminate();
+    const until = Date.now() + 2000;
+    while (alive(pid) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    expect(alive(pid)).toBe(false);
+  });
+
+  test('no descriptor of an instance leaks into a process the user spawns', () => {
+    const rt = load(fixture('add'), ISO);
+    const mine = fs.readdirSync('/proc/self/fd').map((fd) => {
+      try {
+        return fs.readlinkSync(`/proc/self/fd/${fd}`);
+      } catch {
+        return '';
+      }
+    });
+    expect(mine.some((t) => t.includes('memfd:zgc-runtime-region'))).toBe(true);
+    // Past its stdio (Node's own pipes), the spawned process holds none of ours.
+    const r = spawnSync('sh', ['-c', 'for f in /proc/$$/fd/*; do n=${f##*/}; [ "$n" -gt 2 ] && readlink "$f"; done; true'], { encoding: 'utf8' });
+    const held = r.stdout.split('\n').filter(Boolean);
+    expect(held.filter((t) => t.includes('memfd') || (t.startsWith('socket:') && mine.includes(t)))).toEqual([]);
+    rt.close();
+  });
+});
+
+describe('serve: an isolated model next to a healthy one (issue 26)', () => {
+  const http = require('node:http');
+  const { writeModel, listenInProcess } = require('../serve/setup');
+
+  function post(agent, url, body) {
+    return new Promise((resolve, reject) => {
+      const req = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+        let text = '';
+        res.on('data', (d) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode, body: JSON.parse(text || 'null'), reused: req.reusedSocket }));
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify(body));
+    });
+  }
+  const tensor = (name, shape, data) => ({ name, shape, datatype: 'FP32', data });
+
+  test('crashes and hangs answer error statuses with the code; every healthy answer is right; the connection stays usable', async () => {
+    const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-iso-serve-'));
+    writeModel(repo, 'faulty', { 1: 'faulty' }, { instances: 2, isolate: 'process', timeoutMs: 300 });
+    writeModel(repo, 'add', { 1: 'add' }, { instances: 2 });
+    const server = await listenInProcess([repo, '--poll-ms', '0']);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+    try {
+      const next = rng(2626);
+      const jobs = [];
+      for (let i = 0; i < 300; i++) {
+        const a = randomF32(next, 4);
+        const b = randomF32(next, 4);
+        jobs.push(
+          post(agent, `${server.url}/v2/models/add/infer`, { inputs: [tensor('a', [4], Array.from(a)), tensor('b', [4], Array.from(b))] }).then((r) => ({
+            kind: 'add',
+            r,
+            want: Array.from(a, (v, k) => Math.fround(v + b[k])),
+          })),
+        );
+        const mode = i % 10 === 3 ? 1 : i % 10 === 6 ? 2 : i % 50 === 9 ? 4 : 0;
+        const xs = randomF32(next, 4);
+        jobs.push(
+          post(agent, `${server.url}/v2/models/faulty/infer`, { inputs: [tensor('x', [4], Array.from(xs)), tensor('mode', [], [mode]), tensor('id', [], [i])] }).then((r) => ({
+            kind: 'faulty',
+            mode,
+            r,
+            want: expected(xs),
+          })),
+        );
+      }
+      const results = await Promise.all(jobs);
+      let wrong = 0;
+      for (const { kind, mode, r, want } of results) {
+        if (kind === 'add' || mode === 0) {
+          // Floats come as the shortest text that reads back to the same f32.
+          if (r.status !== 200 || JSON.stringify(r.body.outputs[0].data.map(Math.fround)) !== JSON.stringify(want)) wrong++;
+        } else if (mode === 4) {
+          expect(r.status).toBe(504);
+        } else {
+          expect(r).toMatchObject({ status: 500, body: { code: 'ERR_ZGC_INSTANCE_CRASHED' } });
+          expect(r.body.error).toMatch(mode === 1 ? /SIGSEGV/ : /SIGABRT/);
+        }
+      }
+      expect(wrong).toBe(0);
+      // After a crash, the same connection answers the next request.
+      const single = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      const crash = await post(single, `${server.url}/v2/models/faulty/infer`, { inputs: [tensor('x', [4], [1, 2, 3, 4]), tensor('mode', [], [1]), tensor('id', [], [1000])] });
+      const after = await post(single, `${server.url}/v2/models/faulty/infer`, { inputs: [tensor('x', [4], [1, 2, 3, 4]), tensor('mode', [], [0]), tensor('id', [], [1001])] });
+      expect(crash.status).toBe(500);
+      expect(after).toMatchObject({ status: 200, reused: true });
+      expect(after.body.outputs[0].data).toEqual(expected([1, 2, 3, 4]));
+      single.destroy();
+      const ready = await new Promise((resolve) => http.get(`${server.url}/v2/models/faulty/ready`, (res) => resolve(res.statusCode)));
+      expect(ready).toBe(200);
+      const metrics = await new Promise((resolve) => http.get(`${server.url}/metrics`, (res) => {
+        let text = '';
+        res.on('data', (d) => (text += d));
+        res.on('end', () => resolve(text));
+      }));
+      const crashes = Number(/zgc_instance_crashes_total\{model="faulty",version="1"\} (\d+)/.exec(metrics)[1]);
+      expect(crashes).toBe(61);
+      expect(Number(/zgc_instance_restarts_total\{model="faulty",version="1"\} (\d+)/.exec(metrics)[1])).toBeGreaterThanOrEqual(crashes + 6);
+      expect(metrics).toMatch(/zgc_inference_requests_total\{model="faulty",version="1",outcome="instance_crashed",protocol="rest"\} 61/);
+      expect(metrics).toMatch(/zgc_instances_alive\{model="add",version="1"\} 2/);
+    } finally {
+      agent.destroy();
+      await server.stop();
+    }
+  }, 60000);
+});

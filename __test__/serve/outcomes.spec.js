@@ -1,0 +1,86 @@
+'use strict';
+
+// lib/serve/outcomes.js: one answer per failure, for REST and gRPC alike.
+const { outcomeOf } = require('../../lib/serve/outcomes');
+const { RequestError } = require('../../lib/serve/protocol');
+const { ZgcError } = require('../../lib/errors');
+
+const v = { version: '3', config: { maxQueue: 7, timeoutMs: 250 } };
+const pick = ({ outcome, http, grpc, message, code, headers }) => ({ outcome, http, grpc, message, code, headers });
+
+describe('request errors: by the reason their maker gave, else by their HTTP status', () => {
+  test.each([
+    [400, 'bad_request', 'INVALID_ARGUMENT'],
+    [403, 'bad_request', 'PERMISSION_DENIED'],
+    [404, 'not_found', 'NOT_FOUND'],
+    [413, 'too_large', 'RESOURCE_EXHAUSTED'],
+    [500, 'bad_request', 'INTERNAL'],
+    [503, 'not_ready', 'UNAVAILABLE'],
+    [504, 'timeout', 'DEADLINE_EXCEEDED'],
+    [0, 'canceled', 'CANCELLED'],
+  ])('HTTP %d: outcome %s, gRPC %s', (status, outcome, grpc) => {
+    const headers = { connection: 'close' };
+    expect(pick(outcomeOf(new RequestError(status, 'why', headers), 'm'))).toEqual({ outcome, http: status, grpc, message: 'why', code: undefined, headers });
+  });
+
+  test('a model not ready says so by its reason, not by its words', () => {
+    const notReady = new RequestError(400, 'model "m" is not ready (loading: x)', undefined, 'not_ready');
+    expect(pick(outcomeOf(notReady, 'm'))).toMatchObject({ outcome: 'not_ready', http: 400, grpc: 'UNAVAILABLE' });
+    // The same words without the reason are a plain bad request.
+    expect(pick(outcomeOf(new RequestError(400, 'model "m" is not ready'), 'm'))).toMatchObject({ outcome: 'bad_request', grpc: 'INVALID_ARGUMENT' });
+  });
+
+  test('over the in-flight budget: 503 and UNAVAILABLE', () => {
+    const err = Object.assign(new RequestError(503, 'full', { 'retry-after': '1' }), { overBudget: true });
+    expect(pick(outcomeOf(err, 'm'))).toEqual({ outcome: 'over_budget', http: 503, grpc: 'UNAVAILABLE', message: 'full', code: undefined, headers: { 'retry-after': '1' } });
+  });
+});
+
+describe("a run's errors: by their code", () => {
+  const run = (code, message = 'm1') => pick(outcomeOf(new ZgcError(code, message), 'net', v));
+
+  test.each(['ERR_ZGC_VALUE', 'ERR_ZGC_SIZE', 'ERR_ZGC_DTYPE', 'ERR_ZGC_UNKNOWN_SOURCE'])('%s is the request\'s fault: 400, its source called an input', (code) => {
+    expect(run(code, 'source "a" expects 4 elements')).toEqual({ outcome: 'bad_request', http: 400, grpc: 'INVALID_ARGUMENT', message: 'input "a" expects 4 elements', code: undefined, headers: undefined });
+  });
+
+  test('a full queue: 503 with retry-after, RESOURCE_EXHAUSTED', () => {
+    expect(run('ERR_ZGC_QUEUE_FULL')).toEqual({ outcome: 'queue_full', http: 503, grpc: 'RESOURCE_EXHAUSTED', message: 'model "net" has 7 requests waiting already: try again shortly', code: undefined, headers: { 'retry-after': '1' } });
+  });
+
+  test('a model being unloaded: 503 with retry-after, UNAVAILABLE', () => {
+    expect(run('ERR_ZGC_CLOSED')).toEqual({ outcome: 'not_ready', http: 503, grpc: 'UNAVAILABLE', message: 'model "net" is being unloaded', code: undefined, headers: { 'retry-after': '1' } });
+  });
+
+  test('an isolated run past its timeout: 504, DEADLINE_EXCEEDED, with the code', () => {
+    expect(run('ERR_ZGC_TIMEOUT')).toEqual({ outcome: 'timeout', http: 504, grpc: 'DEADLINE_EXCEEDED', message: 'model "net" did not answer within 250 ms: its instance was stopped and restarts (ERR_ZGC_TIMEOUT)', code: 'ERR_ZGC_TIMEOUT', headers: undefined });
+  });
+
+  test('no live instance: 503, UNAVAILABLE, naming the version', () => {
+    expect(run('ERR_ZGC_INSTANCE_FAILED', 'gave up')).toEqual({ outcome: 'not_ready', http: 503, grpc: 'UNAVAILABLE', message: 'model "net" version 3 has no live instance: gave up (ERR_ZGC_INSTANCE_FAILED)', code: 'ERR_ZGC_INSTANCE_FAILED', headers: undefined });
+  });
+
+  test.each([
+    ['ERR_ZGC_INSTANCE_CRASHED', 'instance_crashed'],
+    ['ERR_ZGC_MEMORY_LIMIT', 'instance_crashed'],
+    ['ERR_ZGC_MISSING_BINDING', 'model_error'],
+    ['ERR_ZGC_BUSY', 'model_error'],
+  ])('%s: 500, INTERNAL, outcome %s', (code, outcome) => {
+    expect(run(code, 'boom')).toEqual({ outcome, http: 500, grpc: 'INTERNAL', message: `model "net" version 3 failed: boom (${code})`, code, headers: undefined });
+  });
+
+  test('before a version is resolved, the model alone is named', () => {
+    expect(pick(outcomeOf(new ZgcError('ERR_ZGC_LOAD', 'x'), 'net')).message).toBe('model "net" failed: x (ERR_ZGC_LOAD)');
+  });
+});
+
+describe('anything else', () => {
+  test('an aborted call is canceled', () => {
+    const abort = Object.assign(new Error('stop'), { name: 'AbortError' });
+    expect(pick(outcomeOf(abort, 'm'))).toMatchObject({ outcome: 'canceled', http: 0, grpc: 'CANCELLED', message: 'the call was cancelled' });
+  });
+
+  test('an unexpected error is an internal one', () => {
+    expect(pick(outcomeOf(new TypeError('x is undefined'), 'm'))).toEqual({ outcome: 'model_error', http: 500, grpc: 'INTERNAL', message: 'internal error: x is undefined', code: undefined, headers: undefined });
+    expect(outcomeOf(undefined, 'm').message).toBe('internal error: undefined');
+  });
+});
