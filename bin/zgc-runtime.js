@@ -4,9 +4,9 @@
 // npx zgc-runtime inspect|run|bench <artifact> ... | build-from-source: see `zgc-runtime --help`.
 const fs = require('node:fs');
 const path = require('node:path');
-const { formatNpy, NpyError, ARRAYS, decodeF16 } = require('../lib/npy');
+const { formatNpy, NpyError, ARRAYS } = require('../lib/npy');
 const { ZgcError } = require('../lib/errors');
-const { shortestF32s } = require('../lib/numbers');
+const { shortestF32s, f16Value } = require('../lib/numbers');
 const { helpLines } = require('../lib/serve/limits');
 
 const USAGE = `usage: zgc-runtime <command> <artifact> [options]
@@ -95,7 +95,7 @@ function serve(options) {
 
 /** An output's values as printed: f32 as f32 (its shortest decimal), f16 bits as their value. */
 function valuesOf(dtype, data) {
-  return dtype === 'f32' ? shortestF32s(data) : Array.from(data, dtype === 'f16' ? decodeF16 : Number);
+  return dtype === 'f32' ? shortestF32s(data) : Array.from(data, dtype === 'f16' ? f16Value : Number);
 }
 
 function formatValues(dtype, data) {

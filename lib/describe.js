@@ -1,7 +1,7 @@
 'use strict';
 
 // What a loaded artifact looks like to JavaScript, shared by the in-process runtime
-// (lib/runtime.js) and the isolated one (lib/isolated.js): its frozen metadata, the arrays
+// (lib/runtime.js) and the isolated one (lib/isolate/): its frozen metadata, the arrays
 // its tensors come in, and arrays of the caller's realm.
 
 const OUTPUT_ARRAYS = { f32: Float32Array, i8: Int8Array, bool: Uint8Array };
@@ -66,4 +66,19 @@ function inRealm(array, Class) {
   return array instanceof Class ? array : new Class(array.buffer, array.byteOffset, array.length);
 }
 
-module.exports = { OUTPUT_ARRAYS, STORAGE_ARRAYS, infoOf, asFloat16, inRealm };
+/** What every runtime says of its artifact, in-process or isolated, read from its `infoOf` result. */
+const ARTIFACT_GETTERS = ['path', 'abiVersion', 'fingerprint', 'fingerprintHex', 'runtimeSize', 'runtimeAlignment', 'mutableBytes', 'sources', 'outputs'];
+
+/** Defines those getters on `Class`'s prototype; `info(runtime)` gives a runtime's description. */
+function defineArtifactGetters(Class, info) {
+  for (const key of ARTIFACT_GETTERS) {
+    Object.defineProperty(Class.prototype, key, {
+      get() {
+        return info(this)[key];
+      },
+      configurable: true,
+    });
+  }
+}
+
+module.exports = { defineArtifactGetters, OUTPUT_ARRAYS, STORAGE_ARRAYS, infoOf, asFloat16, inRealm };

@@ -4,7 +4,7 @@
 //   expect(tensor).toMatchTensor(expected, { atol, rtol, equalNaN })
 // passes when shapes and dtypes agree (where both sides state them) and every element is
 // within atol + rtol * |expected| (numpy.allclose's rule and defaults).
-const { decodeF16 } = require('./npy');
+const { f16Value } = require('./numbers');
 const { didYouMean } = require('./options');
 const { shortestF32 } = require('./numbers');
 
@@ -26,7 +26,7 @@ function describe(value, side) {
     // f16 data held as bits (f16: 'bits') compares as the values the bits stand for.
     const bits = value.dtype === 'f16' && value.data instanceof Uint16Array;
     return {
-      values: bits ? Array.from(value.data, decodeF16) : inner.values,
+      values: bits ? Array.from(value.data, f16Value) : inner.values,
       shape: Array.isArray(value.shape) ? value.shape : inner.shape,
       shapeImplied: !Array.isArray(value.shape) && inner.shapeImplied,
       dtype: value.dtype,

@@ -58,14 +58,4 @@ function formatNpy(dtype, shape, data) {
   return Buffer.concat([head, Buffer.from(header), Buffer.from(data.buffer, data.byteOffset, data.byteLength)]);
 }
 
-/** The value of IEEE 754 binary16 `bits` (how .npy f16 data and f16 outputs are held). */
-function decodeF16(bits) {
-  const sign = bits & 0x8000 ? -1 : 1;
-  const exp = (bits >> 10) & 0x1f;
-  const frac = bits & 0x3ff;
-  if (exp === 0) return sign * frac * 2 ** -24;
-  if (exp === 31) return frac ? NaN : sign * Infinity;
-  return sign * (1 + frac / 1024) * 2 ** (exp - 15);
-}
-
-module.exports = { parseNpy, formatNpy, NpyError, ARRAYS, decodeF16 };
+module.exports = { parseNpy, formatNpy, NpyError, ARRAYS };

@@ -1,6 +1,7 @@
 'use strict';
 
-// Numbers as people read them: an f32 value as the shortest decimal that reads back to the
+// Numbers as people read them: an f16 value from its bits (the one decoder of the package), and
+// an f32 value as the shortest decimal that reads back to the
 // same f32 (3.8, not the double 3.799999952316284). The digits are the Rust core's (ryu, ties
 // to even), the ones serve writes its JSON with, so the CLI, the matchers and serve agree.
 
@@ -17,4 +18,27 @@ function shortestF32s(values) {
 /** One f32 value's shortest decimal, as a number. */
 const shortestF32 = (x) => shortestF32s([x])[0];
 
-module.exports = { shortestF32, shortestF32s };
+/** The value of IEEE 754 binary16 `bits` (how .npy f16 data and f16 outputs are held). */
+function f16Value(bits) {
+  const sign = bits & 0x8000 ? -1 : 1;
+  const exp = (bits >> 10) & 0x1f;
+  const frac = bits & 0x3ff;
+  if (exp === 0) return sign * frac * 2 ** -24;
+  if (exp === 31) return frac ? NaN : sign * Infinity;
+  return sign * (1 + frac / 1024) * 2 ** (exp - 15);
+}
+
+let f16Table = null;
+
+/** f16 bits to values, a whole array at once, by a table of all 65,536 (made once). */
+function f16Values(bits) {
+  if (f16Table === null) {
+    f16Table = new Float32Array(65536);
+    for (let b = 0; b < 65536; b++) f16Table[b] = f16Value(b);
+  }
+  const out = new Float32Array(bits.length);
+  for (let i = 0; i < bits.length; i++) out[i] = f16Table[bits[i]];
+  return out;
+}
+
+module.exports = { shortestF32, shortestF32s, f16Value, f16Values };

@@ -1,16 +1,17 @@
 'use strict';
 
 const os = require('node:os');
-const { Runtime, openArtifact, checkOptions, kRunInline, kHandle, submit, statsOf, resolvePath, IN_PROCESS_ONLY } = require('./runtime');
-const { IsolatedPool, isolationOptions } = require('./isolated');
+const { Runtime, openArtifact, checkOptions, runInline, handleOf, submit, resolvePath, IN_PROCESS_ONLY } = require('./runtime');
+const { nativeStats } = require('./stats');
+const { IsolatedPool, isolationOptions } = require('./isolate');
 const { ZgcError } = require('./errors');
 const { NativePool } = require('./native');
 const { refuseUnknownKeys } = require('./options');
 
 // Stryker disable next-line StringLiteral: the fallback of hosts before Symbol.asyncDispose (Node < 20.4), none of which we test on
 const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
-/** An inline run's tensors now, or undefined where it must queue: the server's tiny-model path, without a promise. */
-const kRunNow = Symbol.for('zgc.poolRunNow');
+/** Set by Pool's static block: an in-process pool's inline run (see `runNow`). */
+let poolRunNow;
 
 /**
  * `size` runtimes of one artifact (one library, separate instances) behind one `run()`. The
@@ -41,7 +42,7 @@ class Pool {
     const isolation = isolationOptions(options, 'createPool()');
     if (isolation.isolate === 'process') {
       if (typeof artifact !== 'string') throw new TypeError("createPool() with isolate: 'process' takes a path: each instance's process loads the artifact from its file");
-      // Another class with this one's API (lib/isolated.js); a constructor may return it.
+      // Another class with this one's API (lib/isolate/); a constructor may return it.
       return new IsolatedPool(resolvePath(artifact), size, maxQueue, options.setup, { ...runtimeOptions, ...isolation });
     }
     const opened = openArtifact(artifact);
@@ -56,7 +57,7 @@ class Pool {
       for (const rt of this.#runtimes) rt.close();
       throw err;
     }
-    this.#native = NativePool.create(this.#runtimes.map((rt) => rt[kHandle]()), maxQueue, runtimeOptions.offload);
+    this.#native = NativePool.create(this.#runtimes.map((rt) => handleOf(rt)), maxQueue, runtimeOptions.offload);
     this.#inlineHandle = this.#native.inlineHandle();
     this.#inline = this.#native.inline;
     this.#f16Bits = runtimeOptions.f16 !== 'float32';
@@ -73,14 +74,18 @@ class Pool {
 
   /** What a service exports as metrics: completed runs, queue depth, in flight, latencies, inline vs offloaded. */
   stats() {
-    return statsOf(this.#native.stats());
+    return nativeStats(this.#native.stats());
   }
 
-  /** @internal Throws as run() rejects; undefined when the run cannot go inline now. */
-  [kRunNow](inputs) {
+  static {
+    poolRunNow = (pool, inputs) => pool.#runNow(inputs);
+  }
+
+  /** Throws as run() rejects; undefined when the run cannot go inline now. */
+  #runNow(inputs) {
     if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');
     if (!this.#inline) return undefined;
-    const ran = this.#runtimes[0][kRunInline](inputs, this.#inlineHandle);
+    const ran = runInline(this.#runtimes[0], inputs, this.#inlineHandle);
     if (ran === undefined) return undefined;
     if (ran.leave) this.#inline = false;
     return ran.tensors;
@@ -94,7 +99,7 @@ class Pool {
       const signal = options === undefined || options === null ? undefined : options.signal;
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('pool.run option signal must be an AbortSignal');
       if (signal && signal.aborted) throw signal.reason;
-      const now = this[kRunNow](inputs);
+      const now = this.#runNow(inputs);
       if (now !== undefined) return Promise.resolve(now);
       const first = this.#runtimes[0];
       return submit(first, this.#native, first.stageInputs(inputs), this.#f16Bits, signal, () => {
@@ -128,4 +133,15 @@ function createPool(artifact, options) {
   return new Pool(artifact, options);
 }
 
-module.exports = { Pool, createPool, kRunNow };
+/**
+ * The server's tiny-model path, without a promise: a pool's inline run's tensors now, or
+ * undefined where the run must queue (always, for a pool of isolated instances). Throws as
+ * run() rejects.
+ */
+function runNow(pool, inputs) {
+  if (pool instanceof Pool) return poolRunNow(pool, inputs);
+  if (pool.closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');
+  return undefined;
+}
+
+module.exports = { Pool, createPool, runNow };

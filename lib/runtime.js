@@ -39,8 +39,9 @@ const { ZgcError, fromNative } = require('./errors');
 const { toTypedArray, forSource, isFloat16Array, f16Bits } = require('./values');
 const { hostName } = require('./platform');
 const { refuseUnknownKeys } = require('./options');
-const { IsolatedRuntime, isolationOptions } = require('./isolated');
-const { OUTPUT_ARRAYS, STORAGE_ARRAYS, infoOf, asFloat16, inRealm } = require('./describe');
+const { IsolatedRuntime, isolationOptions } = require('./isolate');
+const { nativeStats } = require('./stats');
+const { OUTPUT_ARRAYS, STORAGE_ARRAYS, infoOf, asFloat16, inRealm, defineArtifactGetters } = require('./describe');
 
 const { hasOwn } = Object;
 // Stryker disable next-line StringLiteral: the fallback of hosts before Symbol.dispose (Node < 20.4), none of which we test on
@@ -97,10 +98,14 @@ function openArtifact(artifact) {
   throw new TypeError(`load() takes a path string or a Uint8Array of library bytes, got ${artifact === null ? 'null' : typeof artifact}`);
 }
 
-/** Keys of what pools use of their runtimes: an inline run through another handle, the handle. */
-const kRunInline = Symbol('zgc.runInline');
-const kHandle = Symbol('zgc.handle');
-const kTensors = Symbol('zgc.tensors');
+/**
+ * What pools and async runs use of a runtime, as module-internal functions rather than keys on
+ * the object: an inline run through another handle, the handle, the Tensors of a finished run.
+ * Runtime's static block sets them, since only the class body reaches its private methods.
+ */
+let runInline;
+let handleOf;
+let tensorsOf;
 
 class Runtime {
   #native;
@@ -167,15 +172,10 @@ class Runtime {
     this.#info = infoOf(description, fromBytes);
   }
 
-  get path() { return this.#info.path; }
-  get abiVersion() { return this.#info.abiVersion; }
-  get fingerprint() { return this.#info.fingerprint; }
-  get fingerprintHex() { return this.#info.fingerprintHex; }
-  get runtimeSize() { return this.#info.runtimeSize; }
-  get runtimeAlignment() { return this.#info.runtimeAlignment; }
-  get mutableBytes() { return this.#info.mutableBytes; }
-  get sources() { return this.#info.sources; }
-  get outputs() { return this.#info.outputs; }
+  // path, abiVersion, fingerprint, ..., sources, outputs: lib/describe.js defines them.
+  static {
+    defineArtifactGetters(Runtime, (rt) => rt.#info);
+  }
   get closed() { return this.#closed; }
 
   /** The offload option, and what it does now: `{ mode, inline }` (see also `stats()`). */
@@ -185,7 +185,7 @@ class Runtime {
 
   /** Async runs of this runtime: completed, waiting, in flight, latencies, inline vs offloaded. */
   stats() {
-    return statsOf(this.#native.stats());
+    return nativeStats(this.#native.stats());
   }
 
   #open() {
@@ -309,7 +309,7 @@ class Runtime {
    * @internal An async run done inline: the Tensors, or undefined when it must queue instead
    * (runs are pending, and it must not overtake them). `handle` counts it in a pool's queue.
    */
-  [kRunInline](inputs, handle) {
+  #runInline(inputs, handle) {
     this.#open();
     const n = this.#fill(inputs, undefined);
     const args = this.#args;
@@ -330,9 +330,10 @@ class Runtime {
     return { leave: code === INLINE_LEAVE, tensors: this.#collect(n, undefined) };
   }
 
-  /** @internal */
-  [kHandle]() {
-    return this.#handle;
+  static {
+    runInline = (rt, inputs, handle) => rt.#runInline(inputs, handle);
+    handleOf = (rt) => rt.#handle;
+    tensorsOf = (rt, arrays) => rt.#tensors(arrays);
   }
 
   /** The argument array holds no input or output past the call. */
@@ -382,7 +383,7 @@ class Runtime {
       // abort() without a reason gives the signal a DOMException AbortError.
       if (signal && signal.aborted) throw signal.reason;
       if (this.#inline) {
-        const ran = this[kRunInline](inputs, this.#handle);
+        const ran = this.#runInline(inputs, this.#handle);
         if (ran !== undefined) {
           if (ran.leave) this.#inline = false;
           return Promise.resolve(ran.tensors);
@@ -417,7 +418,7 @@ class Runtime {
   }
 
   /** @internal Tensors for the output arrays of a finished async run. */
-  [kTensors](arrays) {
+  #tensors(arrays) {
     const outputs = this.#info.outputs;
     // Stryker disable next-line ArrayDeclaration: a preallocated length only saves growing it
     const tensors = new Array(arrays.length);
@@ -511,37 +512,13 @@ function submit(owner, queue, staged, f16Bits, signal, after) {
   return queue.submit(staged, f16Bits, id).then(
     (arrays) => {
       settled();
-      return owner[kTensors](arrays);
+      return tensorsOf(owner, arrays);
     },
     (err) => {
       settled();
       throw fromNative(err);
     },
   );
-}
-
-/** `stats()` as users read it: latencies in milliseconds. */
-function statsOf(raw) {
-  const ms = (ns) => (ns === null || ns === undefined ? null : ns / 1e6);
-  const pct = (list) => ({ p50: ms(list[0]), p90: ms(list[1]), p99: ms(list[2]) });
-  const boundsMs = raw.histogramBoundsNs.map(ms);
-  const histogram = (counts, sumNs) => ({ boundsMs, counts, sumMs: ms(sumNs), count: counts.reduce((a, b) => a + b, 0) });
-  return {
-    completed: raw.completed,
-    failed: raw.failed,
-    queueDepth: raw.queueDepth,
-    inFlight: raw.inFlight,
-    inline: raw.inlineRuns,
-    offloaded: raw.offloadedRuns,
-    offload: raw.offload,
-    decision: raw.decision,
-    queueWaitMs: pct(raw.queueWaitNs),
-    computeMs: pct(raw.computeNs),
-    queueWaitHistogram: histogram(raw.queueWaitCounts, raw.queueWaitSumNs),
-    computeHistogram: histogram(raw.computeCounts, raw.computeSumNs),
-    estimatedComputeMs: ms(raw.estimatedComputeNs),
-    estimatedHopMs: ms(raw.estimatedHopNs),
-  };
 }
 
 /** Loads an artifact from a path or from its bytes, validates it and starts one runtime. */
@@ -557,4 +534,4 @@ function load(artifact, options) {
   return new Runtime(openArtifact(artifact), options && { f16: options.f16, offload: options.offload });
 }
 
-module.exports = { IN_PROCESS_ONLY, load, Runtime, openArtifact, checkOptions, kRunInline, kHandle, kTensors, submit, statsOf, resolvePath };
+module.exports = { IN_PROCESS_ONLY, load, Runtime, openArtifact, checkOptions, runInline, handleOf, submit, resolvePath };

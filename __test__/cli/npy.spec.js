@@ -8,7 +8,8 @@ const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { parseNpy, formatNpy, NpyError, ARRAYS, decodeF16 } = require('../../lib/npy');
+const { parseNpy, formatNpy, NpyError, ARRAYS } = require('../../lib/npy');
+const { f16Value: decodeF16, f16Values } = require('../../lib/numbers');
 const { PYTHON } = require('../helpers');
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-npy-'));
@@ -208,14 +209,16 @@ describe('what parseNpy refuses, each naming the file and the rule', () => {
   });
 });
 
-describe('decodeF16', () => {
-  test("agrees with NumPy's float16 on all 65,536 bit patterns", () => {
+describe('the f16 decoder (lib/numbers.js)', () => {
+  test("agrees with NumPy's float16 on all 65,536 bit patterns, one value at a time and a whole array", () => {
     const bytes = read('f16-values.bin');
     const want = new Float64Array(bytes.buffer, bytes.byteOffset, 65536);
+    const all = f16Values(Uint16Array.from({ length: 65536 }, (_, b) => b));
     const wrong = [];
     for (let bits = 0; bits < 65536; bits++) {
-      if (!Object.is(decodeF16(bits), want[bits])) wrong.push(bits);
+      if (!Object.is(decodeF16(bits), want[bits]) || !Object.is(all[bits], want[bits])) wrong.push(bits);
     }
+    expect(all).toBeInstanceOf(Float32Array);
     expect(wrong).toEqual([]);
   });
 });

@@ -9,7 +9,7 @@ const { RequestError } = require('./protocol');
 const { overBudget } = require('./body');
 const { refusal } = require('./restricted');
 const { outcomeOf } = require('./outcomes');
-const { kRunNow } = require('../pool');
+const { runNow } = require('../pool');
 
 const SERVICE = 'inference.GRPCInferenceService';
 const STATUS = { OK: 0, CANCELLED: 1, UNKNOWN: 2, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, NOT_FOUND: 5, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, FAILED_PRECONDITION: 9, INTERNAL: 13, UNAVAILABLE: 14 };
@@ -188,7 +188,7 @@ function implementation(ctx, extensions, version) {
       v = resolveVersion(name, head.modelVersion === undefined || head.modelVersion === '' ? undefined : head.modelVersion);
       request = readRequest(v, buf);
       if (!(request instanceof Promise)) {
-        const tensors = v.pool[kRunNow](request.inputs);
+        const tensors = runNow(v.pool, request.inputs);
         if (tensors !== undefined) {
           answer(callback, v, request, tensors);
           done(name, v, 'success');

@@ -12,7 +12,7 @@ const { RequestError, parseInfer, formatInfer } = require('./protocol');
 const { parserPool, OFF_THREAD_BYTES } = require('./parsers');
 const { createMetrics } = require('./metrics');
 const { outcomeOf } = require('./outcomes');
-const { kRunNow } = require('../pool');
+const { runNow } = require('../pool');
 const { version: packageVersion } = require('../../package.json');
 
 const DEFAULTS = { maxQueue: 1024, timeoutMs: 30000, pollMs: 2000, offload: 'auto', modelControl: 'none' };
@@ -222,7 +222,7 @@ function createHandler(options) {
       if (answered) return;
       // A run the pool does inline is over before this returns: no timer, no signal, no
       // cancel on close, no promise (a signal's listeners alone cost more than a tiny run).
-      let tensors = v.pool[kRunNow](request.inputs);
+      let tensors = runNow(v.pool, request.inputs);
       if (tensors === undefined) tensors = await offloaded(v, request.inputs);
       if (answered) return;
       let formatted = formatInfer(v.model.name, v.version, request.id, request.outputs, tensors);

@@ -168,7 +168,7 @@ pub const CODES: &[&str] = &[
     "ERR_ZGC_NAPI",
     // JavaScript: no addon loads (lib/native.js).
     "ERR_ZGC_NATIVE_MISSING",
-    // JavaScript: isolated instances (lib/isolated.js).
+    // JavaScript: isolated instances (lib/isolate/).
     "ERR_ZGC_INSTANCE_CRASHED",
     "ERR_ZGC_TIMEOUT",
     "ERR_ZGC_MEMORY_LIMIT",

@@ -1,5 +1,5 @@
 //! The binding of isolated instances (`isolate: 'process'`): one `NativeIsolate` per
-//! instance, driven by `lib/isolated.js`. Commands are sent from the JavaScript thread; a
+//! instance, driven by `lib/isolate/`. Commands are sent from the JavaScript thread; a
 //! wait for one happens there (short spins, synchronous calls) or on the instance's waiter
 //! thread, which settles a promise through a threadsafe function.
 
@@ -9,7 +9,7 @@ use zgc::dtype::{self, Elements};
 use zgc::error::Error;
 use zgc::instance::{check_storage, logical_bytes, OutputData};
 use zgc::isolate::child::{self, describe_exit, signal_name, Isolated, Live, Outcome};
-use zgc::isolate::{MARK_STORAGE, MARK_VALUES};
+use zgc::isolate::{MARK_STORAGE, MARK_VALUES, RUN, SET, STORAGE};
 use crate::js::{self, JsArray};
 use zgc::ffi::process::{Exit, SharedRegion};
 use crate::tsfn::{Deferred, Tsfn};
@@ -27,6 +27,38 @@ const DONE: u32 = 0;
 const EXITED: u32 = 1;
 const TIMEOUT: u32 = 2;
 const MEMORY: u32 = 3;
+
+/// What the facade (lib/isolate/) needs of the region's protocol to read and write it itself:
+/// the commands, the mark of values set in a frame, the word `DONE` is in, and the outcome
+/// codes `poll`, `waitSync` and `wait` give. The core owns the layout; these are its numbers.
+#[napi(object)]
+pub struct IsolateProtocol {
+    pub run: u32,
+    pub set: u32,
+    pub storage: u32,
+    pub mark_values: u32,
+    /// The index of the `DONE` word among the region's u32 words.
+    pub done_word: u32,
+    pub done: u32,
+    pub exited: u32,
+    pub timeout: u32,
+    pub memory: u32,
+}
+
+#[napi]
+pub fn isolate_protocol() -> IsolateProtocol {
+    IsolateProtocol {
+        run: RUN,
+        set: SET,
+        storage: STORAGE,
+        mark_values: MARK_VALUES,
+        done_word: (zgc::isolate::DONE / 4) as u32,
+        done: DONE,
+        exited: EXITED,
+        timeout: TIMEOUT,
+        memory: MEMORY,
+    }
+}
 
 struct WaitJob {
     live: Arc<Live>,

@@ -442,9 +442,8 @@ pub struct QueueStats {
     /// Recent latencies, nanoseconds: p50, p90, p99 (null before the first run).
     pub queue_wait_ns: Vec<Option<f64>>,
     pub compute_ns: Vec<Option<f64>>,
-    /// Every run since the queue began, per bucket of `histogram_bounds_ns` (then above the
+    /// Every run since the queue began, per bucket of `histogramBoundsNs()` (then above the
     /// last), with the sum: what a Prometheus histogram exports.
-    pub histogram_bounds_ns: Vec<f64>,
     pub queue_wait_counts: Vec<f64>,
     pub queue_wait_sum_ns: f64,
     pub compute_counts: Vec<f64>,
@@ -472,7 +471,6 @@ fn queue_stats(lanes: &Lanes) -> QueueStats {
         decision: if policy.inline() { "inline" } else { "offloaded" }.to_owned(),
         queue_wait_ns: ns(stats.queue_wait_percentiles(&qs)),
         compute_ns: ns(stats.compute_percentiles(&qs)),
-        histogram_bounds_ns: HISTOGRAM_BOUNDS_NS.iter().map(|&b| b as f64).collect(),
         queue_wait_counts: stats.queue_wait_histogram.counts.iter().map(|&c| c as f64).collect(),
         queue_wait_sum_ns: stats.queue_wait_histogram.sum_ns as f64,
         compute_counts: stats.compute_histogram.counts.iter().map(|&c| c as f64).collect(),
@@ -741,4 +739,10 @@ impl NativePool {
 #[napi]
 pub fn error_codes() -> Vec<String> {
     zgc::error::CODES.iter().map(|c| (*c).to_owned()).collect()
+}
+
+/// The upper bounds (ns) of the latency histograms `stats()` reports, in-process and isolated.
+#[napi]
+pub fn histogram_bounds_ns() -> Vec<f64> {
+    HISTOGRAM_BOUNDS_NS.iter().map(|&b| b as f64).collect()
 }
