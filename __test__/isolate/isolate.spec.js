@@ -239,6 +239,24 @@ describe('a fault fails one run, and the instance comes back (issue 26)', () => 
     rt.close();
   });
 
+  test('aborting a run the child has finished, before JavaScript has looked, kills nothing: the run behind it is answered', async () => {
+    const rt = load(fixture('faulty'), ISO);
+    // Short runs: the instance hands the next run over at once and waits by spinning.
+    for (let i = 0; i < 5; i++) await rt.runAsync({ x, mode: 0, id: i });
+    const first = new AbortController();
+    const done = rt.runAsync({ x, mode: 0, id: 10 }, { signal: first.signal });
+    const behind = rt.runAsync({ x, mode: 6, id: 11 });
+    // Both are in the child; the first finishes at once, the second sleeps 200 ms. This thread
+    // looks at neither until the abort.
+    const until = Date.now() + 50;
+    while (Date.now() < until);
+    first.abort();
+    await expect(done).rejects.toMatchObject({ name: 'AbortError' });
+    expect(Array.from((await behind)[0].data)).toEqual(expected(x));
+    expect(rt.stats()).toMatchObject({ crashes: 0, restarts: 0 });
+    rt.close();
+  });
+
   test('maxMemoryMb: a run that allocates without bound rejects ERR_ZGC_MEMORY_LIMIT', async () => {
     const rt = load(fixture('faulty'), { ...ISO, maxMemoryMb: 128 });
     const err = await rt.runAsync({ x, mode: 5, id: 1 }).catch((e) => e);

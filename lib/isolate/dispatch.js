@@ -156,8 +156,9 @@ function submitRun(owner, dispatch, inputs, options, defaults) {
           if (at < 0) return;
           job.aborted = true;
           // Running: the child is killed, and its death settles the run with the reason.
-          // Handed over behind another: its result is dropped when it is done.
-          if (at === 0) job.lane.native.kill();
+          // Handed over behind another, or already finished in the child (not yet collected):
+          // its result is dropped when it is collected, and the run behind it is not killed.
+          if (at === 0) job.lane.native.killUnlessDone(job.lane.inflight[0].seq);
         }
       };
       signal.addEventListener('abort', onAbort, { once: true });

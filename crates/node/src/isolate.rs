@@ -463,6 +463,19 @@ impl NativeIsolate {
         .map_err(thrown(env))
     }
 
+    /// Kills the child if command `seq` is not done: the abort of the run it executes. A run
+    /// the child has finished is left alone, since the one handed behind it may be running now
+    /// (JavaScript may not have looked yet). Whether it killed.
+    #[napi]
+    pub fn kill_unless_done(&self, seq: u32) -> bool {
+        let inner = self.inner.borrow();
+        let Some(iso) = inner.as_ref() else { return false };
+        if iso.done(seq) {
+            return false;
+        }
+        iso.live().inspect(|live| live.process.kill()).is_some()
+    }
+
     /// Kills the child now (a timeout or abort mid-run); the wait on it reports its death.
     #[napi]
     pub fn kill(&self) {

@@ -17,7 +17,7 @@ fn cut(text: &str, max: usize) -> &[u8] {
 }
 
 /// `name`, or nothing when it is longer than `room`.
-fn fits(name: &Option<String>, room: usize) -> &str {
+fn fits_in(name: &Option<String>, room: usize) -> &str {
     name.as_deref().filter(|n| n.len() <= room).unwrap_or("")
 }
 
@@ -30,8 +30,8 @@ pub fn write(region: &SharedRegion, at: usize, outcome: &Result<()>) {
         Err(e) => e,
     };
     let detail = e.detail();
-    let operation = fits(&detail.operation, MSG_MAX / 4);
-    let source = fits(&detail.source, MSG_MAX / 2);
+    let operation = fits_in(&detail.operation, MSG_MAX / 4);
+    let source = fits_in(&detail.source, MSG_MAX / 2);
     let message = e.to_string();
     let message = cut(&message, MSG_MAX - operation.len() - source.len());
     let code = cut(e.code(), CODE_MAX);
@@ -71,4 +71,86 @@ pub fn read(region: &SharedRegion, at: usize) -> Result<()> {
         source: named(F_MSG + msg_len + op_len, src_len),
     };
     Err(Error::Remote { code: Error::known_code(&text(F_CODE, code_len)), message: text(F_MSG, msg_len), detail })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region() -> SharedRegion {
+        SharedRegion::create("zgc-answer-test", 4096).unwrap()
+    }
+
+    fn round_trip(e: Error) -> Error {
+        let region = region();
+        write(&region, 0, &Err(e));
+        read(&region, 0).unwrap_err()
+    }
+
+    #[test]
+    fn success_is_success_again_after_an_error() {
+        let region = region();
+        write(&region, 0, &Err(Error::Closed));
+        assert!(read(&region, 0).is_err());
+        write(&region, 0, &Ok(()));
+        assert_eq!(read(&region, 0), Ok(()));
+    }
+
+    #[test]
+    fn an_error_comes_back_with_its_code_message_and_detail() {
+        let e = crate::error::check_source(5, "zgc_runtime_bind_source", "buf").unwrap_err();
+        let back = round_trip(e.clone());
+        assert_eq!((back.code(), back.to_string(), back.detail()), (e.code(), e.to_string(), e.detail()));
+        // A status of -3 (no name) crosses as the same integer; no source, none comes back.
+        let e = crate::error::check(-3, "zgc_runtime_run", String::new).unwrap_err();
+        assert_eq!(round_trip(e.clone()).detail(), Detail { status: Some(-3), operation: Some("zgc_runtime_run".into()), source: None });
+        assert_eq!(round_trip(Error::Closed).detail(), Detail::default());
+    }
+
+    #[test]
+    fn a_long_message_is_cut_at_a_character_and_leaves_room_for_the_names() {
+        // The message is `source "s": ` (12 bytes) then two-byte characters; the room left by
+        // the source's name is MSG_MAX - 1, an odd number of bytes after those 12 (MSG_MAX is
+        // even), so the cut falls inside a character and steps back one byte.
+        assert_eq!(MSG_MAX % 2, 0);
+        let e = Error::Value { name: "s".into(), detail: "é".repeat(MSG_MAX) };
+        let back = round_trip(e.clone());
+        let message = back.to_string();
+        assert_eq!(message.len(), MSG_MAX - 2);
+        assert!(e.to_string().starts_with(&message));
+        assert_eq!(back.detail().source.as_deref(), Some("s"));
+        // Both names take room: the message is cut shorter by the operation's length too.
+        let status = Error::Status { operation: "zgc_runtime_bind_source", status: 5, context: "x".repeat(MSG_MAX), source_name: Some("s".into()) };
+        let back = round_trip(status);
+        assert_eq!(back.to_string().len(), MSG_MAX - "zgc_runtime_bind_source".len() - 1);
+        assert_eq!(back.detail().operation.as_deref(), Some("zgc_runtime_bind_source"));
+    }
+
+    #[test]
+    fn names_longer_than_their_room_are_left_out_whole() {
+        let long = "n".repeat(MSG_MAX / 2 + 1);
+        let back = round_trip(Error::Size { name: long, expected: "1".into(), given: "2".into() });
+        assert_eq!(back.detail().source, None);
+        let fits = "n".repeat(MSG_MAX / 2);
+        assert_eq!(round_trip(Error::Embedded { name: fits.clone() }).detail().source, Some(fits));
+        // An operation name has a quarter of the area.
+        let op = "o".repeat(MSG_MAX / 4);
+        let leaked: &'static str = Box::leak(op.clone().into_boxed_str());
+        let back = round_trip(Error::Status { operation: leaked, status: 1, context: String::new(), source_name: None });
+        assert_eq!(back.detail().operation, Some(op));
+        let leaked: &'static str = Box::leak("o".repeat(MSG_MAX / 4 + 1).into_boxed_str());
+        let back = round_trip(Error::Status { operation: leaked, status: 1, context: String::new(), source_name: None });
+        assert_eq!(back.detail().operation, None);
+        assert_eq!(fits_in(&Some("abc".into()), 3), "abc");
+        assert_eq!(fits_in(&Some("abcd".into()), 3), "");
+        assert_eq!(fits_in(&None, 3), "");
+    }
+
+    #[test]
+    fn cut_stops_at_a_character_boundary() {
+        assert_eq!(cut("aé", 2), b"a");
+        assert_eq!(cut("aé", 3), "aé".as_bytes());
+        assert_eq!(cut("abc", 10), b"abc");
+        assert_eq!(cut("ééé", 5), "éé".as_bytes());
+    }
 }
