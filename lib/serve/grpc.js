@@ -9,6 +9,7 @@ const { RequestError } = require('./protocol');
 const { overBudget } = require('./body');
 const { refusal } = require('./restricted');
 const { outcomeOf } = require('./outcomes');
+const { resolveVersion: resolveVersionIn, metadata, notServing, controlOff } = require('./context');
 const { runNow } = require('../pool');
 
 const SERVICE = 'inference.GRPCInferenceService';
@@ -122,7 +123,8 @@ function parseGrpcInfer(sig, msg) {
 
 /** The service's handlers over the REST handler's context (`handler.context`). */
 function implementation(ctx, extensions, version) {
-  const { repository, metrics, state, resolveVersion, metadata, log, notServing, controlOff, budget, parsers, restricted } = ctx;
+  const { repository, metrics, state, log, budget, parsers, restricted } = ctx;
+  const resolveVersion = (name, version) => resolveVersionIn(ctx, name, version);
   /** PERMISSION_DENIED when `category` is restricted (--restricted-api) and the call lacks its metadata. */
   const deniedCall = (call, category) => {
     if (restricted.size === 0) return null;
@@ -144,7 +146,7 @@ function implementation(ctx, extensions, version) {
       callback(statusOf(err, call.request && call.request.name).error);
     }
   });
-  const ready = () => !state.draining && notServing().length === 0;
+  const ready = () => !state.draining && notServing(ctx).length === 0;
 
   /**
    * The run's inputs and outputs from a ModelInferRequest's bytes (grpc-js hands them over
@@ -254,7 +256,7 @@ function implementation(ctx, extensions, version) {
     return (call, callback) => {
       const name = call.request.modelName;
       try {
-        const off = controlOff();
+        const off = controlOff(ctx);
         if (off !== null) throw off;
         if (!repository.models.has(name)) repository.scan();
         if (!repository.models.has(name)) throw new RequestError(404, `unknown model "${name}"`);

@@ -1,0 +1,121 @@
+'use strict';
+
+// What a server holds while it serves a model repository: its settings, the repository and
+// its pools, the metrics, the in-flight budget, the parser threads and its state. Built once
+// by createHandler and handed, explicitly, to the routes (routes.js), the inference path
+// (infer.js) and the gRPC service (grpc.js); the functions here are what they share.
+
+const { ModelRepository } = require('./repository');
+const { RequestError } = require('./protocol');
+const { parserPool } = require('./parsers');
+const { createMetrics } = require('./metrics');
+const { createBudget } = require('./body');
+
+/** Loads every model of `config.models` (checked options) and starts what serving them needs. */
+function createContext(config) {
+  const defaults = { poolSize: config.poolSize, maxQueue: config.maxQueue, timeoutMs: config.timeoutMs, offload: config.offload, isolate: config.isolate };
+  let metrics;
+  const repository = new ModelRepository(config.models, defaults, { onRetired: (v) => metrics.retire(v) });
+  metrics = createMetrics(repository);
+  const log = config.log === undefined ? () => {} : config.log;
+  repository.loadAll();
+  for (const v of repository.served()) log(`model "${v.model.name}" version ${v.version} ready (${v.pool.size} instances)`);
+  const budget = createBudget(config.maxInflightBytes);
+  metrics.watchBudget(budget);
+  // Started with the first large JSON request.
+  const parsers = parserPool({ timeoutMs: config.parseTimeoutMs });
+  const ctx = {
+    config,
+    repository,
+    metrics,
+    log,
+    restricted: config.restricted,
+    /** Inference requests being answered; draining (readiness false, connections close); closed. */
+    state: { active: 0, draining: false, closed: false, idle: null },
+    budget,
+    parsers,
+    poller: null,
+  };
+  if (config.modelControl === 'poll' && config.pollMs > 0) {
+    ctx.poller = setInterval(() => {
+      for (const r of repository.poll()) log(r.ok ? `model "${r.name}" reloaded` : `model "${r.name}" failed to reload, still serving what it served: ${r.reason}`);
+    }, config.pollMs);
+    ctx.poller.unref();
+  }
+  return ctx;
+}
+
+function resolveVersion(ctx, name, versionText) {
+  const { repository } = ctx;
+  const model = repository.models.get(name);
+  // Not looked for on disk: a client naming models at will must not make the server read directories.
+  if (model === undefined) throw new RequestError(404, `unknown model ${describeName(name)}`);
+  if (model.versions.size === 0) throw new RequestError(400, `model "${name}" is not ready (${model.state}: ${model.reason})`, undefined, 'not_ready');
+  if (versionText === undefined) return model.latest;
+  const v = model.versions.get(versionText);
+  if (v === undefined) throw new RequestError(404, `model "${name}" has no version "${versionText}" being served (versions: ${[...model.versions.keys()].join(', ')})`);
+  return v;
+}
+
+function metadata(v) {
+  const model = v.model;
+  return {
+    name: model.name,
+    versions: [...model.versions.keys()],
+    platform: 'zgc_executable',
+    inputs: v.signature.inputs.map(({ name, datatype, shape }) => ({ name, datatype, shape })),
+    outputs: v.signature.outputs.map(({ name, datatype, shape }) => ({ name, datatype, shape })),
+  };
+}
+
+function modelConfig(v) {
+  const c = v.config;
+  return {
+    name: v.model.name,
+    platform: 'zgc_executable',
+    instances: c.instances,
+    maxQueue: c.maxQueue,
+    timeoutMs: c.timeoutMs,
+    offload: c.offload,
+    versionPolicy: c.versionPolicy,
+    input: v.signature.inputs.map(({ name, datatype, shape }) => ({ name, data_type: `TYPE_${datatype}`, dims: shape })),
+    output: v.signature.outputs.map(({ name, datatype, shape }) => ({ name, data_type: `TYPE_${datatype}`, dims: shape })),
+  };
+}
+
+/**
+ * Models that were loaded (at start, by polling or by request) and serve no version now:
+ * readiness follows them, so that a failed or unloaded model takes the server out of rotation.
+ */
+function notServing(ctx) {
+  const { repository } = ctx;
+  const out = [];
+  for (const m of repository.models.values()) if (m.stamp !== undefined && m.versions.size === 0) out.push(m.name);
+  return out;
+}
+
+/** Load and unload's refusal (REST 403, gRPC PERMISSION_DENIED) unless model control is explicit; else null. */
+function controlOff(ctx) {
+  const { config } = ctx;
+  if (config.modelControl === 'explicit') return null;
+  return new RequestError(403, `loading and unloading models is off: the server runs with model control "${config.modelControl}" (start it with --model-control explicit to allow it)`);
+}
+
+function settle(ctx) {
+  const { state } = ctx;
+  state.active--;
+  if (state.active === 0 && state.idle) state.idle();
+}
+
+/** Stops polling and closes every pool once their runs are done, and the parser threads. */
+function closeContext(ctx) {
+  ctx.state.draining = true;
+  ctx.state.closed = true;
+  if (ctx.poller) clearInterval(ctx.poller);
+  return Promise.all([ctx.repository.close(), ctx.parsers.close()]).then(() => undefined);
+}
+
+/** A model name from a URL or message, quoted and cut short. */
+const describeName = (name) => JSON.stringify(typeof name === 'string' && name.length > 100 ? `${name.slice(0, 100)}…` : name);
+
+module.exports = { createContext, resolveVersion, metadata, modelConfig, notServing, controlOff, settle, closeContext, describeName };

@@ -1,0 +1,118 @@
+'use strict';
+
+// POST /v2/models/{name}[/versions/{v}]/infer: the body read under the limits, the request
+// parsed (large JSON on a parser thread), the run (inline for tiny models, else queued with the
+// model's timeout and the client's going away as its abort), the answer as JSON or binary
+// tensor data, and the request counted in the metrics. Every failure answers through
+// outcomes.js.
+
+const { RequestError, parseInfer, formatInfer } = require('./protocol');
+const { OFF_THREAD_BYTES } = require('./parsers');
+const { readBody } = require('./body');
+const { bounded } = require('./elide');
+const { outcomeOf } = require('./outcomes');
+const { send, JSON_TYPE } = require('./respond');
+const { resolveVersion, settle } = require('./context');
+const { runNow } = require('../pool');
+
+async function infer(ctx, req, res, name, versionText, started) {
+  const { config, state, budget, parsers, repository, metrics } = ctx;
+  // The body bytes this request holds against the budget, given back once it is answered.
+  const claim = { bytes: 0 };
+  let v;
+  let outcome = 'success';
+  let controller = null;
+  let timer = null;
+  let answered = false;
+  const answer = (status, message, headers, code) => {
+    if (answered || res.destroyed) return;
+    answered = true;
+    if (state.draining) res.shouldKeepAlive = false;
+    if (message !== undefined) send(res, status, code === undefined ? { error: message } : { error: message, code }, headers);
+  };
+  // A run that waits for a worker: the timeout answers 504 and takes it off the queue; a
+  // client that goes away takes it off too.
+  const offloaded = (version, inputs) => {
+    const timeoutMs = version.config.timeoutMs;
+    controller = new AbortController();
+    const onClose = () => {
+      if (!answered) {
+        outcome = 'canceled';
+        answered = true;
+        controller.abort(new RequestError(0, 'the client went away'));
+      }
+    };
+    res.once('close', onClose);
+    if (timeoutMs > 0) {
+      timer = setTimeout(() => {
+        outcome = 'timeout';
+        const err = new RequestError(504, `model "${name}" did not answer within ${timeoutMs} ms`);
+        controller.abort(err);
+        answer(504, err.message);
+      }, timeoutMs);
+    }
+    return version.pool.run(inputs, { signal: controller.signal }).finally(() => {
+      if (timer !== null) clearTimeout(timer);
+      res.off('close', onClose);
+    });
+  };
+  try {
+    v = resolveVersion(ctx, name, versionText);
+    const encoding = req.headers['content-encoding'];
+    if (encoding !== undefined && encoding !== 'identity') throw new RequestError(400, `Content-Encoding ${encoding} is not supported: send the request uncompressed`);
+    const lengthHeader = req.headers['inference-header-content-length'];
+    let headerLength;
+    if (lengthHeader !== undefined) {
+      headerLength = /^[0-9]{1,15}$/.test(lengthHeader) ? Number(lengthHeader) : NaN;
+      if (Number.isNaN(headerLength)) throw new RequestError(400, `Inference-Header-Content-Length must be decimal digits (a byte count), got ${JSON.stringify(bounded(lengthHeader).slice(0, 40))}`);
+    }
+    const body = await readBody(req, { maxBody: config.maxBody, budget, claim, headerLength });
+    if (headerLength !== undefined && headerLength > body.length) throw new RequestError(400, `Inference-Header-Content-Length is ${headerLength}, the body has only ${body.length} bytes`);
+    // Looked up again: a reload may have switched versions while the body arrived.
+    v = resolveVersion(ctx, name, versionText);
+    const jsonLength = headerLength === undefined ? body.length : headerLength;
+    // A large JSON header is parsed on a parser thread, so that other requests are answered meanwhile.
+    const request = jsonLength >= OFF_THREAD_BYTES ? await parsers.parse(v.signature, body, jsonLength) : parseInfer(v.signature, body, jsonLength);
+    if (answered) return;
+    // A run the pool does inline is over before this returns: no timer, no signal, no
+    // cancel on close, no promise (a signal's listeners alone cost more than a tiny run).
+    let tensors = runNow(v.pool, request.inputs);
+    if (tensors === undefined) tensors = await offloaded(v, request.inputs);
+    if (answered) return;
+    let formatted = formatInfer(v.model.name, v.version, request.id, request.outputs, tensors);
+    // Large float outputs are written off the event loop.
+    if (formatted instanceof Promise) formatted = await formatted;
+    if (answered) return;
+    const { head, chunks } = formatted;
+    answered = true;
+    if (state.draining) res.shouldKeepAlive = false;
+    if (chunks.length === 0) {
+      res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(head) });
+      res.end(head);
+    } else {
+      const headBytes = typeof head === 'string' ? Buffer.from(head) : head;
+      let total = headBytes.length;
+      for (const c of chunks) total += c.byteLength;
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'inference-header-content-length': headBytes.length, 'content-length': total });
+      res.cork();
+      res.write(headBytes);
+      for (const c of chunks) res.write(c);
+      res.end();
+      res.uncork();
+    }
+  } catch (err) {
+    const o = outcomeOf(err, name, v);
+    // A run the server's own timer gave up on stays a timeout, whatever ends it after.
+    if (outcome !== 'timeout') outcome = o.outcome;
+    if (o.http !== 0) answer(o.http, o.message, o.headers, o.code);
+  } finally {
+    budget.release(claim.bytes);
+    // Names that are no model share one label: a client must not grow the series at will.
+    const label = v !== undefined || repository.models.has(name) ? name : '_unknown';
+    metrics.count(label, v === undefined ? '' : v.version, outcome, Number(process.hrtime.bigint() - started) / 1e9, 'rest');
+    // Answered (or given up by its client): the response is written, the run is over.
+    settle(ctx);
+  }
+}
+
+module.exports = { infer };
