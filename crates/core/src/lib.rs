@@ -21,6 +21,7 @@ pub mod layout;
 pub mod meta;
 pub mod offload;
 pub mod pto;
+pub mod run;
 
 pub use artifact::Artifact;
 pub use error::{Error, Result};

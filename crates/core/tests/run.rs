@@ -144,3 +144,60 @@ fn every_malformed_variant_is_refused_at_load_with_its_code_and_rule() {
     let base = Artifact::open(&build("malformed-base", "malformed.c", &[])).unwrap();
     Instance::new(Arc::new(base)).unwrap();
 }
+
+/// The run protocol (`zgc_runtime_core::run`): inputs bound or copied, one run, outputs copied out.
+mod protocol {
+    use super::*;
+    use zgc_runtime_core::dtype::ElementsMut;
+    use zgc_runtime_core::executor::Core;
+    use zgc_runtime_core::ffi::memory::{elements_mut, AlignedBuf};
+    use zgc_runtime_core::run::{takes_as_storage, Input, Run};
+
+    fn status() -> Arc<Artifact> {
+        Arc::new(Artifact::open(&build("status", "status.c", &[])).unwrap())
+    }
+
+    #[test]
+    fn storage_is_bound_and_values_are_copied_then_the_run_is_copied_out() {
+        let artifact = status();
+        let (run_status, buf) = (artifact.source_index("run_status").unwrap(), artifact.source_index("buf").unwrap());
+        let core = Core::new(Instance::new(artifact.clone()).unwrap());
+        let mut instance = core.lock().unwrap();
+        // buf is BOUND: its storage, bound without a copy, then changed in place between runs.
+        let mut storage = AlignedBuf::zeroed(8, 64).unwrap();
+        elements_mut::<f32>(storage.as_bytes_mut()).unwrap().copy_from_slice(&[1.5, 2.5]);
+        let mut run = Run::begin(&core, &mut instance);
+        run.input(run_status, Input::Values(Elements::I8(&[0]))).unwrap();
+        run.input(buf, Input::Storage { class: "Float32Array", region: Box::new(storage) }).unwrap();
+        let mut out = [0f32];
+        run.run().unwrap().copy(0, ElementsMut::F32(&mut out)).unwrap();
+        assert_eq!(out, [4.0]);
+        // Values for the BOUND source are copied into storage it owns; the status input decides.
+        let mut run = Run::begin(&core, &mut instance);
+        run.input(buf, Input::Values(Elements::F32(&[10.0, -3.0]))).unwrap();
+        run.run().unwrap().copy(0, ElementsMut::F32(&mut out)).unwrap();
+        assert_eq!(out, [7.0]);
+        let mut run = Run::begin(&core, &mut instance);
+        run.input(run_status, Input::Values(Elements::I8(&[5]))).unwrap();
+        assert_eq!(run.run().err().unwrap().code(), "ERR_ZGC_SIZE_MISMATCH");
+        // A refused input stops the run there; the instance stays usable.
+        let mut run = Run::begin(&core, &mut instance);
+        assert_eq!(run.input(run_status, Input::Values(Elements::F32(&[0.0]))).unwrap_err().code(), "ERR_ZGC_DTYPE");
+        assert_eq!(run.input(buf, Input::Storage { class: "Int8Array", region: Box::new(AlignedBuf::zeroed(8, 64).unwrap()) }).unwrap_err().code(), "ERR_ZGC_DTYPE");
+        assert_eq!(run.instance().artifact().sources.len(), 4);
+        run.input(run_status, Input::Values(Elements::I8(&[0]))).unwrap();
+        run.run().unwrap().copy(0, ElementsMut::F32(&mut out)).unwrap();
+        assert_eq!(out, [7.0]);
+    }
+
+    #[test]
+    fn storage_is_the_bound_source_s_own_array_of_its_physical_length() {
+        let artifact = status();
+        let buf = &artifact.sources[artifact.source_index("buf").unwrap()];
+        let owned = &artifact.sources[artifact.source_index("run_status").unwrap()];
+        assert!(takes_as_storage(buf, "Float32Array", 2));
+        assert!(!takes_as_storage(buf, "Float32Array", 1));
+        assert!(!takes_as_storage(buf, "Float64Array", 2));
+        assert!(!takes_as_storage(owned, "Int8Array", 1), "an OWNED source takes values only");
+    }
+}

@@ -22,6 +22,7 @@ use zgc::executor::{Core, Owner, HISTOGRAM_BOUNDS_NS};
 use zgc::instance::{Feed, PACKED_ALIGNMENT};
 use zgc::meta::{SourceInfo, TensorInfo};
 use zgc::offload::Offload;
+use zgc::run::{self, Input, Run};
 use crate::js::{JsArray, JsRegion};
 use crate::js_fast::{FastArgs, Target};
 use zgc::ffi::memory::AlignedBuf;
@@ -255,23 +256,13 @@ fn source_index(artifact: &Artifact, index: u32) -> napi::Result<usize, Code> {
     }
 }
 
-/// A BOUND input that is its source's physical storage: the identity layout, or exactly
-/// `elementCount` elements of a padded one. Anything else is logical values.
-fn is_storage_array(source: &SourceInfo, class: &str, len: usize) -> bool {
-    let t = &source.tensor;
-    source.binding == Binding::Bound
-        && class == dtype::storage_array(t.dtype)
-        && len == t.element_count
-        && (t.is_identity() || t.element_count != t.logical_count)
-}
-
 fn is_storage(source: &SourceInfo, values: &JsArray) -> bool {
     // The binding first: it rules out most inputs without naming the array.
-    source.binding == Binding::Bound && is_storage_array(source, &values.class_name(), values.len())
+    source.binding == Binding::Bound && run::takes_as_storage(source, &values.class_name(), values.len())
 }
 
-/// The inputs and outputs of one fast call: applies each (index, values) pair as a run input,
-/// runs, and copies every output into the arrays given for them.
+/// The arguments of one fast call, decoded into the core's run protocol (`zgc::run`): each
+/// (index, values) pair an input, then each output array a target.
 fn run_with(core: &Core, instance: &mut Instance, args: &FastArgs) -> Result<(), Error> {
     let artifact = instance.artifact().clone();
     let outputs = args.u32(1).map_or(usize::MAX, |n| n as usize);
@@ -279,7 +270,7 @@ fn run_with(core: &Core, instance: &mut Instance, args: &FastArgs) -> Result<(),
     if outputs != artifact.outputs.len() || pairs > artifact.sources.len() || 3 + outputs + 2 * pairs > args.len() {
         return Err(Error::Value { name: "run".into(), detail: "malformed fast-run arguments".into() });
     }
-    let mut bound = false;
+    let mut run = Run::begin(core, instance);
     for at in (3 + outputs..3 + outputs + 2 * pairs).step_by(2) {
         let index = args.u32(at).map(|i| i as usize).filter(|&i| i < artifact.sources.len()).ok_or_else(|| Error::UnknownSource {
             name: "#?".into(),
@@ -295,26 +286,19 @@ fn run_with(core: &Core, instance: &mut Instance, args: &FastArgs) -> Result<(),
         if is_storage(source, &array) {
             let region = JsRegion::hold(&array).map_err(|e| Error::Value { name: source.name.clone(), detail: e.reason.clone() })?;
             let region = region.expect("a storage array is a kind some dtype binds");
-            let outcome = instance.bind(index, &array.class_name(), Box::new(region));
-            core.note_bindings(instance);
-            outcome?;
-            bound = true;
+            run.input(index, Input::Storage { class: &array.class_name(), region: Box::new(region) })?;
         } else {
             let view = array.view().ok_or_else(|| unsupported(source, &array))?;
-            instance.set(index, view)?;
-            bound |= source.binding == Binding::Bound;
+            run.input(index, Input::Values(view))?;
         }
     }
-    if bound {
-        core.note_bindings(instance);
-    }
-    instance.run()?;
+    let mut ran = run.run()?;
     for index in 0..outputs {
         let info = &artifact.outputs[index];
         let mut array = args.array(3 + index).ok_or_else(|| dtype::output_error(index, info.dtype, "a value that is not a TypedArray".into()))?;
         let class = array.class_name();
         let view = array.view_mut().ok_or_else(|| dtype::output_error(index, info.dtype, class.into_owned()))?;
-        instance.copy_output(index, view)?;
+        ran.copy(index, view)?;
     }
     Ok(())
 }
