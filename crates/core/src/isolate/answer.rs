@@ -147,6 +147,27 @@ mod tests {
     }
 
     #[test]
+    fn lengths_a_host_wrote_wrong_are_clamped_to_the_area() {
+        let region = region();
+        write(&region, 0, &Err(crate::error::check_source(5, "zgc_runtime_bind_source", "buf").unwrap_err()));
+        for word in [F_CODE_LEN, F_MSG_LEN, F_OP_LEN, F_SRC_LEN] {
+            region.word(word).store(u32::MAX, Ordering::Relaxed);
+        }
+        let back = read(&region, 0).unwrap_err();
+        // The message takes the whole area; the names, read after it, get no room at all.
+        assert_eq!(back.to_string().len(), MSG_MAX);
+        assert_eq!((back.detail().operation, back.detail().source), (None, None));
+        // A message that leaves room: the operation then the source, each clamped to what is left.
+        region.word(F_MSG_LEN).store(10, Ordering::Relaxed);
+        let back = read(&region, 0).unwrap_err();
+        assert_eq!(back.to_string().len(), 10);
+        assert_eq!(back.detail().operation.map(|o| o.len()), Some(MSG_MAX - 10));
+        assert_eq!(back.detail().source, None);
+        region.word(F_OP_LEN).store(4, Ordering::Relaxed);
+        assert_eq!(read(&region, 0).unwrap_err().detail().source.map(|s| s.len()), Some(MSG_MAX - 14));
+    }
+
+    #[test]
     fn cut_stops_at_a_character_boundary() {
         assert_eq!(cut("aé", 2), b"a");
         assert_eq!(cut("aé", 3), "aé".as_bytes());
