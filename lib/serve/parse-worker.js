@@ -6,7 +6,8 @@ const os = require('node:os');
 const { parentPort } = require('node:worker_threads');
 const { parseInfer, signatureFromPortable, RequestError } = require('./protocol');
 const { decode, messages, DecodeError } = require('./pb');
-const { parseGrpcInfer, notValid } = require('./grpc');
+const { parseGrpcInfer } = require('./grpc-request');
+const { notValid } = require('./grpc-status');
 
 // Below the event loop's priority (on Linux a thread's own): while both cores parse large
 // bodies, a small request still gets the CPU as soon as it arrives.

@@ -1,0 +1,124 @@
+'use strict';
+
+// ModelInfer over gRPC: the message's bytes counted against the in-flight budget, decoded (a
+// large one on a parser thread), run inline for tiny models or queued with the model's timeout
+// and the call's cancellation, answered, and counted in the metrics. Synchronous while the
+// run is inline: no promise or microtask per call.
+
+const { decode, messages } = require('./pb');
+const { RequestError } = require('./protocol');
+const { overBudget } = require('./body');
+const { OFF_THREAD_BYTES } = require('./parsers');
+const { statusOf } = require('./grpc-status');
+const { parseGrpcInfer } = require('./grpc-request');
+const { resolveVersion, settle } = require('./context');
+const { runNow } = require('../pool');
+
+const bad = (message) => new RequestError(400, message);
+
+/**
+ * The run's inputs and outputs from a ModelInferRequest's bytes (grpc-js hands them over
+ * undecoded): small ones decoded here, large ones on a parser thread. Contents are capped at
+ * the model's largest input before a value is read.
+ */
+function readRequest(ctx, v, buf) {
+  const { parsers } = ctx;
+  if (buf.length >= OFF_THREAD_BYTES) return parsers.parse(v.signature, buf, buf.length, 'grpc');
+  return parseGrpcInfer(v.signature, decode(messages.ModelInferRequest, buf, 0, buf.length, v.signature.limits));
+}
+
+// Synchronous while the run is done inline (tiny models): no promise or microtask per call.
+function modelInfer(ctx, call, callback) {
+  const { state, budget, repository, metrics } = ctx;
+  const started = performance.now();
+  state.active++;
+  const buf = call.request;
+  let claimed = 0;
+  const done = (name, v, outcome) => {
+    budget.release(claimed);
+    const label = v !== undefined || repository.models.has(name) ? name : '_unknown';
+    metrics.count(label, v === undefined ? '' : v.version, outcome, (performance.now() - started) / 1000, 'grpc');
+    settle(ctx);
+  };
+  const fail = (err, name, v) => {
+    const s = statusOf(err, name, v);
+    callback(s.error);
+    done(name, v, s.outcome);
+  };
+  let v;
+  let name = '';
+  let request;
+  try {
+    if (state.closed) throw new RequestError(503, 'the server is shut down');
+    // The message is in memory already: it counts against the budget while it is answered.
+    if (!budget.claim(buf.length)) throw overBudget(budget);
+    claimed = buf.length;
+    const head = decode(messages.ModelInferHead, buf);
+    name = head.modelName;
+    if (name === undefined || name === '') throw bad('model_name is required: a ModelInferRequest names the model to run');
+    v = resolveVersion(ctx, name, head.modelVersion === undefined || head.modelVersion === '' ? undefined : head.modelVersion);
+    request = readRequest(ctx, v, buf);
+    if (!(request instanceof Promise)) {
+      const tensors = runNow(v.pool, request.inputs);
+      if (tensors !== undefined) {
+        answer(callback, v, request, tensors);
+        done(name, v, 'success');
+        return;
+      }
+    }
+  } catch (err) {
+    fail(err, name, v);
+    return;
+  }
+  Promise.resolve(request)
+    .then((r) => {
+      request = r;
+      // Parsed on a thread: its outputs are named, and taken from this thread's signature.
+      if (r.outputNames !== undefined) request.outputs = r.outputNames.map((n) => v.signature.outputByName.get(n));
+      return offloaded(call, v, name, request);
+    })
+    .then(
+      (tensors) => {
+        try {
+          answer(callback, v, request, tensors);
+        } catch (err) {
+          fail(err, name, v);
+          return;
+        }
+        done(name, v, 'success');
+      },
+      (err) => fail(err, name, v),
+    );
+}
+
+function answer(callback, v, request, tensors) {
+  const outputs = request.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape, data: tensors[o.index].data }));
+  callback(null, { modelName: v.model.name, modelVersion: v.version, id: request.id, outputs });
+}
+
+/** A run on the pool's instances, cancelled with the call and limited by the model's timeoutMs. */
+async function offloaded(call, v, name, request) {
+  const controller = new AbortController();
+  const onCancel = () => controller.abort(Object.assign(new Error('the call was cancelled'), { name: 'AbortError' }));
+  call.once('cancelled', onCancel);
+  const timeoutMs = v.config.timeoutMs;
+  let timer = null;
+  const run = v.pool.run(request.inputs, { signal: controller.signal });
+  const limited = timeoutMs > 0
+    ? Promise.race([run, new Promise((_, reject) => {
+        timer = setTimeout(() => {
+          const err = new RequestError(504, `model "${name}" did not answer within ${timeoutMs} ms`);
+          controller.abort(err);
+          reject(err);
+        }, timeoutMs);
+      })])
+    : run;
+  try {
+    return await limited;
+  } finally {
+    if (timer !== null) clearTimeout(timer);
+    call.off('cancelled', onCancel);
+  }
+}
+
+module.exports = { modelInfer };
