@@ -93,9 +93,9 @@ class Lane {
     if (this.region === null) return;
     this.u32 = new Uint32Array(this.region);
     const n = this.sources.length;
-    const frames = this.native.frameLayout().map(([header, marks, ...slots]) => ({
-      status: (header + 8) / 4,
-      marks: marks / 4,
+    const frames = this.native.frameLayout().map(([status, marks, ...slots]) => ({
+      status,
+      marks,
       inputs: this.sources.map((src, i) => {
         const Class = FAST_INPUTS[src.dtype];
         return Class && src.binding !== 'embedded' ? new Class(this.region, slots[2 * i], src.logicalCount) : null;

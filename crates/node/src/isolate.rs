@@ -9,7 +9,7 @@ use zgc::dtype::{self, Elements};
 use zgc::error::Error;
 use zgc::instance::{check_storage, logical_bytes, OutputData};
 use zgc::isolate::child::{self, describe_exit, signal_name, Isolated, Live, Outcome};
-use zgc::isolate::{MARK_STORAGE, MARK_VALUES, RUN, SET, STORAGE};
+use zgc::isolate::{F_STATUS, MARK_STORAGE, MARK_VALUES, RUN, SET, STORAGE};
 use crate::js::{self, JsArray};
 use zgc::ffi::process::{Exit, SharedRegion};
 use crate::tsfn::{Deferred, Tsfn};
@@ -430,8 +430,9 @@ impl NativeIsolate {
         Ok(js::region_buffer(env.raw(), &region).map_err(super::napi_err)?.map(|v| js::unknown(env, v)))
     }
 
-    /// Where each frame is in the region, for the facade's own reads and writes of it:
-    /// per frame `[header, firstMark, inputs (offset, length)..., outputs (offset, length)...]`.
+    /// Where each frame is in the region, for the facade's own reads and writes of it: per
+    /// frame `[statusWord, firstMarkWord, inputs (offset, length)..., outputs (offset, length)...]`,
+    /// the first two as indices of the region's u32 words, the slots in bytes.
     #[napi]
     pub fn frame_layout(&self) -> napi::Result<Vec<Vec<f64>>, Code> {
         self.with(|iso| {
@@ -440,7 +441,7 @@ impl NativeIsolate {
                 .frames
                 .iter()
                 .map(|f| {
-                    let mut v = vec![f.at as f64, f.mark(0) as f64];
+                    let mut v = vec![((f.at + F_STATUS) / 4) as f64, (f.mark(0) / 4) as f64];
                     for &(at, len) in f.inputs.iter().chain(&f.outputs) {
                         v.push(at as f64);
                         v.push(len as f64);
