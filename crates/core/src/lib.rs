@@ -7,7 +7,7 @@
 #![deny(unsafe_code)]
 
 pub mod abi;
-pub mod artifact;
+mod artifact;
 pub mod binary;
 pub mod dtype;
 pub mod error;

@@ -9,8 +9,8 @@
 //! - `process`: the shared region, control socket and host child of isolated instances;
 //! - `pto`: the PTO host library and its six C functions.
 
-pub mod dylib;
-pub mod library;
+mod dylib;
+pub(crate) mod library;
 pub mod memory;
 // memfd, pidfd, the parent-death signal and /proc: isolation runs on Linux only.
 #[cfg(target_os = "linux")]

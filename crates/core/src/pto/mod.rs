@@ -9,10 +9,10 @@
 //! - `thread`: the library's own thread and its job queue;
 //! - `registry`: the process-wide cache of loaded libraries, which are never unloaded.
 
-pub mod error;
-pub mod host;
-pub mod library;
-pub mod params;
+mod error;
+mod host;
+mod library;
+mod params;
 pub mod registry;
 pub mod thread;
 
