@@ -4,8 +4,9 @@
 // node:http server answering the same bodies with no model, and the hand glue of
 // examples/service.js. Each server is its own process (the load generator has the other core);
 // rounds alternate between contenders and each figure is the median of its rounds.
-//   node bench/serving.js [--quick] [--tiny] [--baseline REF]
-// --baseline REF also serves the JavaScript of git REF (with this checkout's addon), and
+//   node bench/serving.js [--quick] [--tiny] [--baseline REF [--baseline-own-addon]]
+// --baseline REF also serves the JavaScript of git REF (with this checkout's addon, or, with
+// --baseline-own-addon, the addon built from REF's own Rust by its own `npm run build`), and
 // --tiny runs only the tiny REST and gRPC loads: together, a change's cost side by side.
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
@@ -176,11 +177,16 @@ async function pythonServers({ duration, rounds, tinyBody, bigJsonBody, bigBody,
  * A checkout of `ref` beside this one (target/baseline-<ref>), sharing node_modules and this
  * checkout's built addon: for comparing JavaScript changes side by side in one run.
  */
-function baselineCheckout(ref) {
+function baselineCheckout(ref, ownAddon = false) {
   const { execFileSync } = require('node:child_process');
-  const dir = path.join(root, 'target', `baseline-${ref.replace(/[^\w.-]/g, '_')}`);
+  const dir = path.join(root, 'target', `baseline-${ref.replace(/[^\w.-]/g, '_')}${ownAddon ? '-own' : ''}`);
   if (!fs.existsSync(dir)) execFileSync('git', ['worktree', 'add', '--detach', dir, ref], { cwd: root, stdio: 'ignore' });
   if (!fs.existsSync(path.join(dir, 'node_modules'))) fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
+  if (ownAddon) {
+    // Its own Rust, built once by its own build script (Rust changes compared too).
+    if (!fs.readdirSync(dir).some((n) => n.endsWith('.node'))) execFileSync('npm', ['run', 'build'], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
+    return dir;
+  }
   for (const f of fs.readdirSync(root).filter((n) => n.endsWith('.node') || n.startsWith('zgc-runtime-host.'))) fs.copyFileSync(path.join(root, f), path.join(dir, f));
   // Checkouts before the package's own loader (lib/native.js) loaded the addon through napi's generated ../native.js.
   const addon = fs.readdirSync(root).find((n) => n.endsWith('.node'));
@@ -188,14 +194,14 @@ function baselineCheckout(ref) {
   return dir;
 }
 
-async function serving({ quick = false, python = false, baseline = null, tinyOnly = false } = {}) {
+async function serving({ quick = false, python = false, baseline = null, baselineOwnAddon = false, tinyOnly = false } = {}) {
   const rounds = quick ? 2 : 3;
   // Read by the cases when they run: the warm-up shortens it.
   let duration = quick ? 3 : 5;
   const repo = repository();
   const serveArgs = [repo, '--port', '0', '--poll-ms', '0', '--max-body', '64m', '--grpc-port', '0'];
   const zgc = await start([path.join(root, 'bin', 'zgc-runtime.js'), 'serve', ...serveArgs]);
-  const base = baseline === null ? null : await start([path.join(baselineCheckout(baseline), 'bin', 'zgc-runtime.js'), 'serve', ...serveArgs]);
+  const base = baseline === null ? null : await start([path.join(baselineCheckout(baseline, baselineOwnAddon), 'bin', 'zgc-runtime.js'), 'serve', ...serveArgs]);
   // The tiny model over gRPC (raw contents, as tritonclient sends them), checked once.
   const { encodeInferRequest, decodeInferResponse } = require('./grpc-messages');
   const tinyGrpc = encodeInferRequest('tiny', [['a', 'FP32', [4], Float32Array.of(1, 2, 3, 4)], ['b', 'FP32', [4], Float32Array.of(0.5, 0.5, 0.5, 0.5)]]);
@@ -356,7 +362,7 @@ module.exports = { serving, reportServing };
 
 if (require.main === module) {
   const at = process.argv.indexOf('--baseline');
-  serving({ quick: process.argv.includes('--quick'), python: process.argv.includes('--python-servers'), baseline: at > 0 ? process.argv[at + 1] : null, tinyOnly: process.argv.includes('--tiny') }).then(
+  serving({ quick: process.argv.includes('--quick'), python: process.argv.includes('--python-servers'), baseline: at > 0 ? process.argv[at + 1] : null, baselineOwnAddon: process.argv.includes('--baseline-own-addon'), tinyOnly: process.argv.includes('--tiny') }).then(
     (s) => console.log(process.argv.includes('--tiny') ? JSON.stringify(s, null, 1) : reportServing(s)),
     (err) => {
       console.error(err);
