@@ -5,17 +5,36 @@ use crate::error::{Error, Result};
 use crate::meta::{self, SourceInfo, TensorInfo, MAX_OUTPUTS, MAX_SOURCES};
 use crate::ffi::library::ArtifactLibrary;
 use std::collections::HashMap;
+use std::ops::Deref;
 use std::sync::Arc;
 
-pub struct Artifact {
-    pub(crate) library: Arc<ArtifactLibrary>,
+/// What an artifact is, checked once: its path, fingerprint, storage, sources and outputs. An
+/// artifact loaded here holds one; an isolated instance's host process sends its own to the
+/// parent (`isolate`), which then needs no library to check values and size the region.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Description {
+    pub path: String,
     pub fingerprint: u64,
     pub runtime_size: usize,
     pub runtime_alignment: usize,
     pub mutable_bytes: usize,
     pub sources: Vec<SourceInfo>,
     pub outputs: Vec<TensorInfo>,
+}
+
+pub struct Artifact {
+    pub(crate) library: Arc<ArtifactLibrary>,
+    description: Description,
     by_name: HashMap<String, usize>,
+}
+
+/// An artifact reads as its description (`artifact.sources`, `artifact.outputs`, ...).
+impl Deref for Artifact {
+    type Target = Description;
+
+    fn deref(&self) -> &Description {
+        &self.description
+    }
 }
 
 impl Artifact {
@@ -45,19 +64,26 @@ impl Artifact {
 
         let by_name = sources.iter().map(|s| (s.name.clone(), s.index)).collect();
         Ok(Artifact {
-            fingerprint: library.fingerprint(),
-            mutable_bytes: library.mutable_bytes(),
-            runtime_size,
-            runtime_alignment,
-            sources,
-            outputs,
+            description: Description {
+                path,
+                fingerprint: library.fingerprint(),
+                mutable_bytes: library.mutable_bytes(),
+                runtime_size,
+                runtime_alignment,
+                sources,
+                outputs,
+            },
             by_name,
             library: Arc::new(library),
         })
     }
 
+    pub fn description(&self) -> &Description {
+        &self.description
+    }
+
     pub fn path(&self) -> &str {
-        &self.library.path
+        &self.description.path
     }
 
     pub fn source_index(&self, name: &str) -> Result<usize> {

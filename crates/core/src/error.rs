@@ -152,17 +152,17 @@ pub const CODES: &[&str] = &[
     "ERR_ZGC_QUEUE_FULL",
     "ERR_ZGC_OUTPUT_INDEX",
     "ERR_ZGC_INSTANCE_START",
-    // The artifact's statuses (`status_code`), and one it does not define.
-    "ERR_ZGC_INVALID_ARGUMENT",
-    "ERR_ZGC_INVALID_RUNTIME_STORAGE",
-    "ERR_ZGC_INVALID_SOURCE",
-    "ERR_ZGC_INVALID_OUTPUT",
-    "ERR_ZGC_SIZE_MISMATCH",
-    "ERR_ZGC_ALIGNMENT_MISMATCH",
-    "ERR_ZGC_INCOMPATIBLE_BINDING",
-    "ERR_ZGC_MISSING_BINDING",
-    "ERR_ZGC_BUFFER_TOO_SMALL",
-    // (OUT_OF_MEMORY, status 10, is the core's code above.)
+    // The artifact's statuses, and one it does not define. (OUT_OF_MEMORY, status 10, is the
+    // core's code above.)
+    STATUS_CODES[1],
+    STATUS_CODES[2],
+    STATUS_CODES[3],
+    STATUS_CODES[4],
+    STATUS_CODES[5],
+    STATUS_CODES[6],
+    STATUS_CODES[7],
+    STATUS_CODES[8],
+    STATUS_CODES[9],
     "ERR_ZGC_UNKNOWN_STATUS",
     // The binding: a N-API call failed.
     "ERR_ZGC_NAPI",
@@ -177,23 +177,25 @@ pub const CODES: &[&str] = &[
     "ERR_ZGC_INSTANCE",
 ];
 
-/// `ERR_ZGC_<STATUS NAME>` for the statuses the ABI defines.
+/// `ERR_ZGC_<STATUS NAME>` for the statuses the ABI defines, by value.
+const STATUS_CODES: [&str; 11] = [
+    "ERR_ZGC_OK",
+    "ERR_ZGC_INVALID_ARGUMENT",
+    "ERR_ZGC_INVALID_RUNTIME_STORAGE",
+    "ERR_ZGC_INVALID_SOURCE",
+    "ERR_ZGC_INVALID_OUTPUT",
+    "ERR_ZGC_SIZE_MISMATCH",
+    "ERR_ZGC_ALIGNMENT_MISMATCH",
+    "ERR_ZGC_INCOMPATIBLE_BINDING",
+    "ERR_ZGC_MISSING_BINDING",
+    "ERR_ZGC_BUFFER_TOO_SMALL",
+    "ERR_ZGC_OUT_OF_MEMORY",
+];
+
+/// `ERR_ZGC_<STATUS NAME>` for the statuses the ABI defines, else `ERR_ZGC_UNKNOWN_STATUS`.
 fn status_code(status: i32) -> &'static str {
-    const CODES: [&str; 11] = [
-        "ERR_ZGC_OK",
-        "ERR_ZGC_INVALID_ARGUMENT",
-        "ERR_ZGC_INVALID_RUNTIME_STORAGE",
-        "ERR_ZGC_INVALID_SOURCE",
-        "ERR_ZGC_INVALID_OUTPUT",
-        "ERR_ZGC_SIZE_MISMATCH",
-        "ERR_ZGC_ALIGNMENT_MISMATCH",
-        "ERR_ZGC_INCOMPATIBLE_BINDING",
-        "ERR_ZGC_MISSING_BINDING",
-        "ERR_ZGC_BUFFER_TOO_SMALL",
-        "ERR_ZGC_OUT_OF_MEMORY",
-    ];
     match abi::status_name(status) {
-        Some(_) => CODES[status as usize],
+        Some(_) => STATUS_CODES[status as usize],
         None => "ERR_ZGC_UNKNOWN_STATUS",
     }
 }

@@ -23,6 +23,6 @@ pub mod offload;
 pub mod pto;
 pub mod run;
 
-pub use artifact::Artifact;
+pub use artifact::{Artifact, Description};
 pub use error::{Error, Result};
 pub use instance::Instance;

@@ -3,7 +3,7 @@
 //! wait for one happens there (short spins, synchronous calls) or on the instance's waiter
 //! thread, which settles a promise through a threadsafe function.
 
-use super::{describe_signature, is_storage, js_err, thrown, unsupported, ArtifactDescription, Code};
+use super::{describe, is_storage, js_err, thrown, unsupported, ArtifactDescription, Code};
 use zgc::abi::DType;
 use zgc::dtype::{self, Elements};
 use zgc::error::Error;
@@ -193,7 +193,7 @@ impl NativeIsolate {
 
     #[napi]
     pub fn describe(&self) -> napi::Result<ArtifactDescription, Code> {
-        self.with(|iso| Ok(describe_signature(&iso.signature)))
+        self.with(|iso| Ok(describe(&iso.signature)))
     }
 
     #[napi(getter)]

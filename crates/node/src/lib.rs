@@ -148,7 +148,7 @@ impl NativeArtifact {
 
     #[napi]
     pub fn describe(&self) -> napi::Result<ArtifactDescription, Code> {
-        Ok(describe_signature(&zgc::isolate::Signature::of(&*self.artifact()?)))
+        Ok(describe(self.artifact()?.description()))
     }
 
     /// A new instance; `offload` ('auto', 'always', 'never') rules its async runs.
@@ -184,7 +184,7 @@ impl NativeArtifact {
 
 /// What `describe()` gives JavaScript, from an artifact's signature (loaded here, or reported
 /// by an isolated instance's host process).
-fn describe_signature(a: &zgc::isolate::Signature) -> ArtifactDescription {
+fn describe(a: &zgc::Description) -> ArtifactDescription {
     ArtifactDescription {
         path: a.path.clone(),
         abi_version: ABI_VERSION,

@@ -39,7 +39,7 @@ pub fn main(args: &[String]) -> i32 {
     let (artifact, instance) = match loaded {
         Ok(pair) => {
             hello.u32(1);
-            hello.signature(&Signature::of(&pair.0));
+            hello.signature(pair.0.description());
             pair
         }
         Err(e) => {
@@ -64,7 +64,7 @@ pub fn main(args: &[String]) -> i32 {
     if !(1..=MAX_FRAMES).contains(&frames) {
         return 76;
     }
-    let layout = match Layout::of(&Signature::of(&artifact), frames, process::page_size()) {
+    let layout = match Layout::of(artifact.description(), frames, process::page_size()) {
         Ok(l) if l.len == region.len() => l,
         _ => return 76,
     };

@@ -143,32 +143,9 @@ impl Layout {
     }
 }
 
-/// What a host child reports of the artifact it loaded: everything the parent needs to check
-/// values and size the region, without loading the library itself.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Signature {
-    pub path: String,
-    pub fingerprint: u64,
-    pub runtime_size: usize,
-    pub runtime_alignment: usize,
-    pub mutable_bytes: usize,
-    pub sources: Vec<SourceInfo>,
-    pub outputs: Vec<TensorInfo>,
-}
-
-impl Signature {
-    pub fn of(artifact: &crate::Artifact) -> Signature {
-        Signature {
-            path: artifact.path().to_owned(),
-            fingerprint: artifact.fingerprint,
-            runtime_size: artifact.runtime_size,
-            runtime_alignment: artifact.runtime_alignment,
-            mutable_bytes: artifact.mutable_bytes,
-            sources: artifact.sources.clone(),
-            outputs: artifact.outputs.clone(),
-        }
-    }
-}
+/// What a host child reports of the artifact it loaded: its description, everything the
+/// parent needs to check values and size the region without loading the library itself.
+pub type Signature = crate::Description;
 
 /// The byte encoding of the hello message (child to parent): little-endian integers,
 /// length-prefixed strings.
