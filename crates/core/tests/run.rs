@@ -199,5 +199,12 @@ mod protocol {
         assert!(!takes_as_storage(buf, "Float32Array", 1));
         assert!(!takes_as_storage(buf, "Float64Array", 2));
         assert!(!takes_as_storage(owned, "Int8Array", 1), "an OWNED source takes values only");
+        // Not the identity layout: a padded one's physical length (9 for 6 values) is storage;
+        // a transposed one's is its logical length too, and is taken as values.
+        let dtypes = Artifact::open(&build("dtypes", "dtypes.c", &[])).unwrap();
+        let source = |name: &str| dtypes.sources[dtypes.source_index(name).unwrap()].clone();
+        assert!(takes_as_storage(&source("wp"), "Float32Array", 9));
+        assert!(!takes_as_storage(&source("wp"), "Float32Array", 6));
+        assert!(!takes_as_storage(&source("wt"), "Float32Array", 6));
     }
 }
