@@ -11,7 +11,7 @@ class ZgcError extends Error {
     super(message);
     this.name = 'ZgcError';
     this.code = code;
-    if (fields) Object.assign(this, fields);
+    Object.assign(this, fields);
   }
 }
 

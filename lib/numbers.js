@@ -32,11 +32,14 @@ let f16Table = null;
 
 /** f16 bits to values, a whole array at once, by a table of all 65,536 (made once). */
 function f16Values(bits) {
+  // Stryker disable next-line ConditionalExpression: making the table again on every call only costs time
   if (f16Table === null) {
     f16Table = new Float32Array(65536);
+    // Stryker disable next-line EqualityOperator: a typed array drops a write past its end
     for (let b = 0; b < 65536; b++) f16Table[b] = f16Value(b);
   }
   const out = new Float32Array(bits.length);
+  // Stryker disable next-line EqualityOperator: a typed array drops a write past its end
   for (let i = 0; i < bits.length; i++) out[i] = f16Table[bits[i]];
   return out;
 }

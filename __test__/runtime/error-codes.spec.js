@@ -6,7 +6,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 // The suite's own folder (__test__), which fixtures and helpers are found from.
 const testDir = path.join(__dirname, '..');
-const { errorCodes } = require('../../lib/errors');
+const { errorCodes, fromNative, ZgcError } = require('../../lib/errors');
 
 const root = path.join(testDir, '..');
 const read = (f) => fs.readFileSync(path.join(root, f), 'utf8');
@@ -47,5 +47,24 @@ describe('one table of error codes', () => {
     for (const f of [...jsFiles('lib'), ...jsFiles('bin')]) for (const c of codesIn(read(f))) raised.add(c);
     expect(raised.size).toBeGreaterThan(10);
     for (const c of raised) expect(table).toContain(c);
+  });
+});
+
+describe("fromNative: the addon's errors become ZgcErrors with the detail it set", () => {
+  test('code, message and each detail property the native error has, and no other', () => {
+    const native = Object.assign(new Error('zgc_runtime_run returned MISSING_BINDING (status 8)'), { code: 'ERR_ZGC_MISSING_BINDING', status: 8, operation: 'zgc_runtime_run' });
+    const err = fromNative(native);
+    expect(err).toBeInstanceOf(ZgcError);
+    expect({ ...err }).toEqual({ name: 'ZgcError', code: 'ERR_ZGC_MISSING_BINDING', status: 8, operation: 'zgc_runtime_run' });
+    expect(err.message).toBe(native.message);
+    expect('source' in err).toBe(false);
+    const sized = fromNative(Object.assign(new Error('m'), { code: 'ERR_ZGC_SIZE', source: 'a' }));
+    expect({ ...sized }).toEqual({ name: 'ZgcError', code: 'ERR_ZGC_SIZE', source: 'a' });
+  });
+
+  test("anything else passes through as it is: another library's code, no code, not an error", () => {
+    for (const other of [Object.assign(new TypeError('x'), { code: 'ERR_INVALID_ARG_TYPE' }), new RangeError('y'), Object.assign(new Error('z'), { code: 7 }), null, undefined]) {
+      expect(fromNative(other)).toBe(other);
+    }
   });
 });

@@ -7,6 +7,7 @@ const { ZgcError } = require('../../lib/errors');
 
 const v = { version: '3', config: { maxQueue: 7, timeoutMs: 250 } };
 const pick = ({ outcome, http, grpc, message, code, headers }) => ({ outcome, http, grpc, message, code, headers });
+const reasonOf = (err, v2) => outcomeOf(err, 'm', v2).reason;
 
 describe('request errors: by the reason their maker gave, else by their HTTP status', () => {
   test.each([
@@ -41,6 +42,10 @@ describe("a run's errors: by their code", () => {
 
   test.each(['ERR_ZGC_VALUE', 'ERR_ZGC_SIZE', 'ERR_ZGC_DTYPE', 'ERR_ZGC_UNKNOWN_SOURCE'])('%s is the request\'s fault: 400, its source called an input', (code) => {
     expect(run(code, 'source "a" expects 4 elements')).toEqual({ outcome: 'bad_request', http: 400, grpc: 'INVALID_ARGUMENT', message: 'input "a" expects 4 elements', code: undefined, headers: undefined });
+  });
+
+  test('only a leading "source " becomes "input "', () => {
+    expect(run('ERR_ZGC_UNKNOWN_SOURCE', 'artifact has no source named "x" (its sources: "a")').message).toBe('artifact has no source named "x" (its sources: "a")');
   });
 
   test('a full queue: 503 with retry-after, RESOURCE_EXHAUSTED', () => {
@@ -83,4 +88,21 @@ describe('anything else', () => {
     expect(pick(outcomeOf(new TypeError('x is undefined'), 'm'))).toEqual({ outcome: 'model_error', http: 500, grpc: 'INTERNAL', message: 'internal error: x is undefined', code: undefined, headers: undefined });
     expect(outcomeOf(undefined, 'm').message).toBe('internal error: undefined');
   });
+});
+
+test('each answer names its reason', () => {
+  expect(reasonOf(new RequestError(400, 'x'))).toBe('bad_request');
+  expect(reasonOf(new RequestError(400, 'x', undefined, 'not_ready'))).toBe('not_ready');
+  expect(reasonOf(Object.assign(new RequestError(503, 'x'), { overBudget: true }))).toBe('over_budget');
+  expect(reasonOf(new RequestError(418, 'x'))).toBe('bad_request');
+  expect(outcomeOf(new RequestError(418, 'x'), 'm')).toMatchObject({ outcome: 'bad_request', http: 418, grpc: 'INVALID_ARGUMENT' });
+  expect(reasonOf(new ZgcError('ERR_ZGC_SIZE', 'x'), v)).toBe('bad_input');
+  expect(reasonOf(new ZgcError('ERR_ZGC_CLOSED', 'x'), v)).toBe('unloading');
+  expect(reasonOf(new ZgcError('ERR_ZGC_TIMEOUT', 'x'), v)).toBe('timeout');
+  expect(reasonOf(new ZgcError('ERR_ZGC_INSTANCE_FAILED', 'x'), v)).toBe('no_instance');
+  expect(reasonOf(new ZgcError('ERR_ZGC_QUEUE_FULL', 'x'), v)).toBe('queue_full');
+  expect(reasonOf(new ZgcError('ERR_ZGC_MEMORY_LIMIT', 'x'), v)).toBe('instance_crashed');
+  expect(reasonOf(new ZgcError('ERR_ZGC_LOAD', 'x'), v)).toBe('model_error');
+  expect(reasonOf(Object.assign(new Error('x'), { name: 'AbortError' }))).toBe('canceled');
+  expect(reasonOf(new Error('x'))).toBe('model_error');
 });
