@@ -44,8 +44,8 @@ class Latencies {
   }
 
   add(ms) {
-    if (this.ring.length < 4096) this.ring.push(ms);
-    else this.ring[this.next] = ms;
+    // The last 4,096, oldest overwritten first (the array grows to that length, then wraps).
+    this.ring[this.next] = ms;
     this.next = (this.next + 1) % 4096;
     let bucket = BOUNDS_MS.findIndex((b) => ms <= b);
     if (bucket < 0) bucket = BOUNDS_MS.length;

@@ -105,6 +105,14 @@ describe('Latencies: what an isolated instance counts', () => {
     expect(l.percentiles().p99).toBe(5);
     expect(l.histogram().count).toBe(4096 * 2 + 101);
   });
+
+  test('the window is exactly 4,096 long: half of it overwritten, the median moves to the new half', () => {
+    const l = new Latencies();
+    for (let i = 0; i < 4096; i++) l.add(2);
+    for (let i = 0; i < 2048; i++) l.add(1);
+    // 2,048 ones and 2,048 twos: the 2,048th is a one (a 4,097th entry would make it a two).
+    expect(l.percentiles().p50).toBe(1);
+  });
 });
 
 test('isolatedStats: the same shape from counters, queue and lanes', () => {
@@ -115,6 +123,7 @@ test('isolatedStats: the same shape from counters, queue and lanes', () => {
   const counters = { completed: 5, failed: 1, crashes: 2, restarts: 3, timeouts: 4, memoryKills: 5, aborts: 6, startFailures: 7, queueWait, compute };
   const lanes = [
     { failure: null, closed: false, recovering: false, pid: 11 },
+    { failure: null, closed: false, recovering: false, pid: 14 },
     { failure: null, closed: false, recovering: true, pid: 12 },
     { failure: new Error('gave up'), closed: false, recovering: false, pid: 13 },
     { failure: null, closed: true, recovering: false, pid: undefined },
@@ -140,7 +149,7 @@ test('isolatedStats: the same shape from counters, queue and lanes', () => {
     memoryKills: 5,
     aborts: 6,
     startFailures: 7,
-    alive: 1,
-    pids: [11, null, null, null],
+    alive: 2,
+    pids: [11, 14, null, null, null],
   });
 });
