@@ -527,3 +527,19 @@ describe('serve: an isolated model next to a healthy one (issue 26)', () => {
     }
   }, 60000);
 });
+
+describe('where the addon has no isolation (Windows, macOS)', () => {
+  test('the package still loads, runs in-process and refuses isolate: \'process\' naming the platform', () => {
+    jest.isolateModules(() => {
+      const real = jest.requireActual('../../lib/native');
+      // What lib/native.js returns there: the addon built without the isolation classes.
+      jest.doMock('../../lib/native', () => ({ ...real, NativeIsolate: undefined, isolateProtocol: undefined }));
+      const pkg = require('../..');
+      const rt = pkg.load(fixture('add'));
+      expect(Array.from(rt.run({ a: [1, 2, 3, 4], b: [1, 1, 1, 1] })[0].data)).toEqual([2, 3, 4, 5]);
+      rt.close();
+      expect(() => pkg.load(fixture('add'), { isolate: 'process' })).toThrow(expect.objectContaining({ code: 'ERR_ZGC_INSTANCE_START', message: expect.stringMatching(/runs on Linux only/) }));
+    });
+    jest.dontMock('../../lib/native');
+  });
+});

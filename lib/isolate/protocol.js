@@ -6,7 +6,10 @@
 
 const native = require('../native');
 
-/** Where isolation is built (Linux): the protocol; elsewhere null (isolate: 'process' is refused). */
-const PROTOCOL = native.isolateProtocol ? native.isolateProtocol() : null;
+/**
+ * The protocol where isolation is built (Linux). Elsewhere it is empty: no lane is ever made
+ * there (options.js refuses isolate: 'process'), but lane.js is still loaded.
+ */
+const PROTOCOL = native.isolateProtocol ? native.isolateProtocol() : {};
 
 module.exports = { PROTOCOL };
