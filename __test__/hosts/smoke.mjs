@@ -42,7 +42,7 @@ const checks = {
     assert.equal(esm.load, cjs.load);
     assert.equal(esm.default, cjs);
     assert.equal(typeof esm.pto.load, 'function');
-    assert.equal(require('../../pto.js').load, esm.pto.load);
+    assert.equal(require('../../lib/pto.js').load, esm.pto.load);
   },
 
   async 'load by path, run and runAsync'() {
