@@ -6,7 +6,7 @@
 // Runtime and Pool; `lane.js` is one instance, `dispatch.js` the queue, `protocol.js` the
 // region's numbers (the core's), `options.js` the options and the host program.
 
-const { ZgcError, fromNative } = require('../errors');
+const { ZgcError } = require('../errors');
 const { toTypedArray, forSource } = require('../values');
 const { OUTPUT_ARRAYS, infoOf, asFloat16, inRealm, defineArtifactGetters } = require('../describe');
 const { isolatedStats } = require('../stats');

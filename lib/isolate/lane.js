@@ -5,7 +5,6 @@
 
 const { NativeIsolate } = require('../native');
 const { ZgcError, fromNative } = require('../errors');
-const { forSource } = require('../values');
 const { OUTPUT_ARRAYS, STORAGE_ARRAYS } = require('../describe');
 const { f16Values } = require('../numbers');
 const { Latencies } = require('../stats');
@@ -458,4 +457,4 @@ class Lane {
   }
 }
 
-module.exports = { Lane, Counters, RUN, DONE, RECLAIM_MS };
+module.exports = { Lane, Counters, RUN };
