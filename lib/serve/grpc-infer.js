@@ -34,10 +34,14 @@ function modelInfer(ctx, call, callback) {
   state.active++;
   const buf = call.request;
   let claimed = 0;
+  // The decode and the answer's making, in ms: the statistics' compute_input and compute_output.
+  let inputMs = 0;
+  let outputMs = 0;
+  let parseStart = 0;
   const done = (name, v, outcome) => {
     budget.release(claimed);
     const label = v !== undefined || repository.models.has(name) ? name : '_unknown';
-    metrics.count(label, v === undefined ? '' : v.version, outcome, (performance.now() - started) / 1000, 'grpc');
+    metrics.count(label, v === undefined ? '' : v.version, outcome, (performance.now() - started) / 1000, 'grpc', inputMs, outputMs);
     settle(ctx);
   };
   const fail = (err, name, v) => {
@@ -57,11 +61,15 @@ function modelInfer(ctx, call, callback) {
     name = head.modelName;
     if (name === undefined || name === '') throw bad('model_name is required: a ModelInferRequest names the model to run');
     v = resolveVersion(ctx, name, head.modelVersion === undefined || head.modelVersion === '' ? undefined : head.modelVersion);
+    parseStart = performance.now();
     request = readRequest(ctx, v, buf);
     if (!(request instanceof Promise)) {
+      inputMs = performance.now() - parseStart;
       const tensors = runNow(v.pool, request.inputs);
       if (tensors !== undefined) {
+        const answerStart = performance.now();
         answer(callback, v, request, tensors);
+        outputMs = performance.now() - answerStart;
         done(name, v, 'success');
         return;
       }
@@ -73,6 +81,7 @@ function modelInfer(ctx, call, callback) {
   Promise.resolve(request)
     .then((r) => {
       request = r;
+      inputMs = performance.now() - parseStart;
       // Parsed on a thread: its outputs are named, and taken from this thread's signature.
       if (r.outputNames !== undefined) request.outputs = r.outputNames.map((n) => v.signature.outputByName.get(n));
       return offloaded(call, v, name, request);
@@ -80,7 +89,9 @@ function modelInfer(ctx, call, callback) {
     .then(
       (tensors) => {
         try {
+          const answerStart = performance.now();
           answer(callback, v, request, tensors);
+          outputMs = performance.now() - answerStart;
         } catch (err) {
           fail(err, name, v);
           return;

@@ -10,6 +10,7 @@ const { RequestError } = require('./protocol');
 const { refusal } = require('./restricted');
 const { STATUS, grpcError, statusOf } = require('./grpc-status');
 const { modelInfer } = require('./grpc-infer');
+const { modelStatistics } = require('./statistics');
 const { resolveVersion: resolveVersionIn, metadata, notServing, controlOff } = require('./context');
 
 const SERVICE = 'inference.GRPCInferenceService';
@@ -88,6 +89,7 @@ function implementation(ctx, extensions, version) {
     ModelMetadata: unary((req) => metadata(resolveVersion(req.name, req.version || undefined)), 'metadata'),
     // Not wrapped when nothing is restricted: a tiny infer pays for no closure.
     ModelInfer: restricted.size === 0 ? infer : guarded('inference', infer),
+    ModelStatistics: unary((req) => modelStatistics(ctx, req.name, req.version), 'statistics'),
     RepositoryIndex: unary((req) => ({ models: repository.index(req.ready === true) }), 'model-repository'),
     RepositoryModelLoad: guarded('model-repository', repositoryCall('load')),
     RepositoryModelUnload: guarded('model-repository', repositoryCall('unload')),
@@ -114,6 +116,7 @@ const DEFINITION = {
   ServerMetadata: method('ServerMetadata', messages.Empty, encoders.serverMetadata),
   ModelMetadata: method('ModelMetadata', messages.NameVersion, encoders.modelMetadata),
   ModelInfer: method('ModelInfer', null, encoders.inferResponse),
+  ModelStatistics: method('ModelStatistics', messages.NameVersion, encoders.modelStatistics),
   RepositoryIndex: method('RepositoryIndex', messages.RepositoryIndexRequest, encoders.repositoryIndex),
   RepositoryModelLoad: method('RepositoryModelLoad', messages.RepositoryModelRequest, encoders.empty),
   RepositoryModelUnload: method('RepositoryModelUnload', messages.RepositoryModelRequest, encoders.empty),

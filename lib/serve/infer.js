@@ -24,6 +24,9 @@ async function infer(ctx, req, res, name, versionText, started) {
   let controller = null;
   let timer = null;
   let answered = false;
+  // The parse and the answer's making, in ms: the statistics' compute_input and compute_output.
+  let inputMs = 0;
+  let outputMs = 0;
   const answer = (status, message, headers, code) => {
     if (answered || res.destroyed) return;
     answered = true;
@@ -71,18 +74,22 @@ async function infer(ctx, req, res, name, versionText, started) {
     // Looked up again: a reload may have switched versions while the body arrived.
     v = resolveVersion(ctx, name, versionText);
     const jsonLength = headerLength === undefined ? body.length : headerLength;
+    const parseStart = performance.now();
     // A large JSON header is parsed on a parser thread, so that other requests are answered meanwhile.
     const request = jsonLength >= OFF_THREAD_BYTES ? await parsers.parse(v.signature, body, jsonLength) : parseInfer(v.signature, body, jsonLength);
     if (answered) return;
+    inputMs = performance.now() - parseStart;
     // A run the pool does inline is over before this returns: no timer, no signal, no
     // cancel on close, no promise (a signal's listeners alone cost more than a tiny run).
     let tensors = runNow(v.pool, request.inputs);
     if (tensors === undefined) tensors = await offloaded(v, request.inputs);
     if (answered) return;
+    const formatStart = performance.now();
     let formatted = formatInfer(v.model.name, v.version, request.id, request.outputs, tensors);
     // Large float outputs are written off the event loop.
     if (formatted instanceof Promise) formatted = await formatted;
     if (answered) return;
+    outputMs = performance.now() - formatStart;
     const { head, chunks } = formatted;
     answered = true;
     if (state.draining) res.shouldKeepAlive = false;
@@ -109,7 +116,7 @@ async function infer(ctx, req, res, name, versionText, started) {
     budget.release(claim.bytes);
     // Names that are no model share one label: a client must not grow the series at will.
     const label = v !== undefined || repository.models.has(name) ? name : '_unknown';
-    metrics.count(label, v === undefined ? '' : v.version, outcome, Number(process.hrtime.bigint() - started) / 1e9, 'rest');
+    metrics.count(label, v === undefined ? '' : v.version, outcome, Number(process.hrtime.bigint() - started) / 1e9, 'rest', inputMs, outputMs);
     // Answered (or given up by its client): the response is written, the run is over.
     settle(ctx);
   }

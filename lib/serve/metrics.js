@@ -54,6 +54,8 @@ function nativeHistogram(registry, name, help, field, repository, retired) {
   registry.registerMetric(metric);
 }
 
+const versionFigures = () => ({ success: { count: 0, ns: 0 }, fail: { count: 0, ns: 0 }, input: { count: 0, ns: 0 }, output: { count: 0, ns: 0 }, last: 0 });
+
 function createMetrics(repository) {
   const registry = new client.Registry();
   client.collectDefaultMetrics({ register: registry });
@@ -61,6 +63,8 @@ function createMetrics(repository) {
   // prom-client observe hashes its labels and costs a tiny infer's worth of time.
   const requests = new Map();
   const durations = new Map();
+  // Per model and version, what the statistics extension reports (statistics.js).
+  const perVersion = new Map();
   registry.registerMetric({
     name: 'zgc_inference_requests_total',
     help: 'Inference requests by model, version, outcome and protocol (rest, grpc)',
@@ -145,8 +149,11 @@ function createMetrics(repository) {
       budget = b;
     },
     refuseConnection: () => connectionRefusals.inc(),
-    /** One finished inference request. */
-    count(model, version, outcome, seconds, protocol) {
+    /**
+     * One finished inference request; a successful one's parse (`inputMs`) and answer
+     * (`outputMs`) times too, the statistics extension's compute_input and compute_output.
+     */
+    count(model, version, outcome, seconds, protocol, inputMs, outputMs) {
       const key = `${model}\u0000${version}\u0000${outcome}\u0000${protocol}`;
       let r = requests.get(key);
       if (r === undefined) requests.set(key, (r = { labels: { model, version, outcome, protocol }, count: 0 }));
@@ -158,6 +165,38 @@ function createMetrics(repository) {
       h.counts[b]++;
       h.sum += seconds;
       h.count++;
+      if (version === '') return;
+      const vk = keyOf(model, version);
+      let f = perVersion.get(vk);
+      if (f === undefined) perVersion.set(vk, (f = versionFigures()));
+      const ns = Math.round(seconds * 1e9);
+      if (outcome === 'success') {
+        f.success.count++;
+        f.success.ns += ns;
+        f.input.count++;
+        f.input.ns += Math.round(inputMs * 1e6);
+        f.output.count++;
+        f.output.ns += Math.round(outputMs * 1e6);
+        f.last = Date.now();
+      } else {
+        f.fail.count++;
+        f.fail.ns += ns;
+      }
+    },
+    /**
+     * What the statistics extension reports of one model version: its requests' counts and
+     * times, and its runs' queue wait and compute from the same histograms /metrics shows
+     * (with those of its pools switched out).
+     */
+    versionStats(v) {
+      const key = keyOf(v.model.name, v.version);
+      const f = perVersion.get(key) || versionFigures();
+      const r = retired.get(key);
+      const s = v.pool.stats();
+      const queue = r ? mergeHistograms(r.queueWaitHistogram, s.queueWaitHistogram) : s.queueWaitHistogram;
+      const compute = r ? mergeHistograms(r.computeHistogram, s.computeHistogram) : s.computeHistogram;
+      const asDuration = (h) => ({ count: h.count, ns: Math.round(h.sumMs * 1e6) });
+      return { ...f, queue: asDuration(queue), compute: asDuration(compute) };
     },
     text: () => registry.metrics(),
     contentType: registry.contentType,

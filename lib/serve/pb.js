@@ -282,6 +282,13 @@ class Writer {
     this.length += n;
   }
 
+  /** A non-negative integer field (uint64, int64), not written when 0. */
+  uint(number, v) {
+    if (!v) return;
+    this.tag(number, WIRE.varint);
+    this.varint(v);
+  }
+
   bool(number, v) {
     if (!v) return;
     this.tag(number, WIRE.varint);
@@ -445,6 +452,14 @@ function tensorMetadata(t) {
   return w;
 }
 
+/** A StatisticDuration `{ count, ns }`. */
+function duration(d) {
+  const w = new Writer();
+  w.uint(1, d.count);
+  w.uint(2, d.ns);
+  return w;
+}
+
 const encoders = {
   live: boolResponse('live'),
   ready: boolResponse('ready'),
@@ -473,6 +488,32 @@ const encoders = {
       inner.string(2, m.version);
       inner.string(3, m.state);
       inner.string(4, m.reason);
+      w.message(1, inner);
+    }
+    return w.finish();
+  },
+  /** A ModelStatisticsResponse from statistics.js's `{ model_stats }` (its REST shape). */
+  modelStatistics(msg) {
+    const w = new Writer();
+    for (const m of msg.model_stats) {
+      const inner = new Writer();
+      inner.string(1, m.name);
+      inner.string(2, m.version);
+      inner.uint(3, m.last_inference);
+      inner.uint(4, m.inference_count);
+      inner.uint(5, m.execution_count);
+      const s = m.inference_stats;
+      const stats = new Writer();
+      ['success', 'fail', 'queue', 'compute_input', 'compute_infer', 'compute_output', 'cache_hit', 'cache_miss'].forEach((k, i) => stats.message(i + 1, duration(s[k])));
+      inner.message(6, stats);
+      for (const b of m.batch_stats) {
+        const batch = new Writer();
+        batch.uint(1, b.batch_size);
+        batch.message(2, duration(b.compute_input));
+        batch.message(3, duration(b.compute_infer));
+        batch.message(4, duration(b.compute_output));
+        inner.message(7, batch);
+      }
       w.message(1, inner);
     }
     return w.finish();

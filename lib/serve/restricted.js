@@ -7,8 +7,8 @@
 
 const { timingSafeEqual } = require('node:crypto');
 
-const CATEGORIES = ['health', 'metadata', 'inference', 'model-config', 'model-repository', 'metrics'];
-const RULE = 'CATEGORY[,CATEGORY...]:HEADER=VALUE, categories from health, metadata, inference, model-config, model-repository, metrics';
+const CATEGORIES = ['health', 'metadata', 'inference', 'model-config', 'model-repository', 'metrics', 'statistics', 'shared-memory'];
+const RULE = `CATEGORY[,CATEGORY...]:HEADER=VALUE, categories from ${CATEGORIES.join(', ')}`;
 
 /** Each category's required header, from a rule or rules; throws a RangeError naming what is wrong. */
 function parseRestricted(rules, where) {

@@ -12,10 +12,11 @@ const { refusal } = require('./restricted');
 const { send, fail } = require('./respond');
 const { resolveVersion, metadata, modelConfig, notServing, controlOff, describeName } = require('./context');
 const { infer } = require('./infer');
+const { modelStatistics } = require('./statistics');
 const { version: packageVersion } = require('../../package.json');
 
 /** The protocol extensions the server offers, which its metadata lists. */
-const EXTENSIONS = ['binary_tensor_data', 'model_repository', 'metrics'];
+const EXTENSIONS = ['binary_tensor_data', 'model_repository', 'metrics', 'statistics'];
 /** The body a repository request may have (the protocol's parameters): small, whatever maxBody is. */
 const CONTROL_BODY = 64 * 1024;
 
@@ -69,6 +70,10 @@ function route(ctx, req, res, next) {
     const missing = notServing(ctx);
     return missing.length === 0 ? send(res, 200) : fail(res, 503, `not every model is loaded: ${missing.map((m) => `"${m}"`).join(', ')} ${missing.length > 1 ? 'are' : 'is'} not`);
   }
+  if (area === 'models' && a === 'stats' && parts.length === 4) {
+    if (!want('GET', 'statistics')) return;
+    return send(res, 200, modelStatistics(ctx));
+  }
   if (area === 'models' && a !== undefined && a !== '') {
     let versionText;
     let rest = parts.length === 4 ? [] : parts.slice(4);
@@ -82,6 +87,14 @@ function route(ctx, req, res, next) {
       if (!want('POST', 'inference')) return;
       state.active++;
       return void infer(ctx, req, res, a, versionText, process.hrtime.bigint());
+    }
+    if (endpoint === 'stats') {
+      if (!want('GET', 'statistics')) return;
+      try {
+        return send(res, 200, modelStatistics(ctx, a, versionText));
+      } catch (err) {
+        return fail(res, err.status, err.message);
+      }
     }
     if (endpoint === 'metadata' || endpoint === 'ready' || endpoint === 'config') {
       if (!want('GET', endpoint === 'ready' ? 'health' : endpoint === 'config' ? 'model-config' : 'metadata')) return;
