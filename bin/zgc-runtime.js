@@ -35,10 +35,12 @@ commands:
     --poll-ms N           with --model-control poll: how often changed model files are looked for (2000)
     --restricted-api CATEGORIES:HEADER=VALUE
                           those API categories (health, metadata, inference, model-config, model-repository,
-                          metrics) answer only requests with that header (gRPC: metadata); repeatable
+                          metrics, statistics, shared-memory) answer only requests with that header (gRPC:
+                          metadata); repeatable
     --config FILE         server settings from a JSON file: the createServer options (flags win)
     --shutdown-timeout-ms N  on SIGTERM/SIGINT, how long accepted requests may take (30000)
     --isolate none|process   run each instance in a process of its own (a model's config.json "isolate" wins; none)
+    --allow-client-shm    let local clients register POSIX shared memory regions for tensors (Linux; off)
     --grpc-port N         also serve the protocol's gRPC service there (Triton's is 8001; off unless given; needs @grpc/grpc-js)
   limits (SIZE: bytes, or k, m, g units; defaults in brackets):
 ${helpLines()}

@@ -69,6 +69,7 @@ const SERVE_FLAGS = {
   '--model-control': 'modelControl',
   '--restricted-api': 'restrictedApi',
   '--config': 'config',
+  '--allow-client-shm': 'allowClientShm',
   ...Object.fromEntries(LIMITS.map((l) => [l.flag, l.key])),
 };
 
@@ -84,6 +85,12 @@ function parseServeArgs(args) {
     if (arg.includes('=')) [arg, value] = [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)];
     const key = SERVE_FLAGS[arg];
     if (key === undefined) throw new UsageError(`serve does not take ${JSON.stringify(args[i])}${didYouMean(arg, Object.keys(SERVE_FLAGS))} (it takes ${Object.keys(SERVE_FLAGS).join(', ')})`);
+    // A switch: it takes no value.
+    if (key === 'allowClientShm') {
+      if (value !== undefined) throw new UsageError(`${arg} takes no value, got ${JSON.stringify(value)}`);
+      options.allowClientShm = true;
+      continue;
+    }
     if (value === undefined) {
       value = args[++i];
       if (value === undefined) throw new UsageError(`${arg} needs a value`);

@@ -109,6 +109,9 @@ describe('serve', () => {
       isolate: 'process',
     });
     expect(parseServeArgs(['m', '--port', '65535']).port).toBe(65535);
+    // A switch: present or not.
+    expect(parseServeArgs(['m', '--allow-client-shm']).allowClientShm).toBe(true);
+    expect(parseServeArgs(['m']).allowClientShm).toBeUndefined();
   });
 
   test('--max-body takes k, m and g suffixes, in either case', () => {
@@ -178,12 +181,13 @@ describe('serve', () => {
     [['--port', '8k'], '--port must be a port from 0 to 65535, got "8k"'],
     [['--pool-size=2k'], `--pool-size must be ${integer(1)}, got "2k"`],
     [['--timeout-ms', '1m'], `--timeout-ms must be ${integer(0)}, got "1m"`],
-    [['--prot', '80'], 'serve does not take "--prot" (did you mean "--port"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --restricted-api, --config, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
-    [['--maxbody=1m'], 'serve does not take "--maxbody=1m" (did you mean "--max-body"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --restricted-api, --config, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
-    [['--verbose'], 'serve does not take "--verbose" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --restricted-api, --config, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
-    [['--colour=red'], 'serve does not take "--colour=red" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --restricted-api, --config, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
+    [['--prot', '80'], 'serve does not take "--prot" (did you mean "--port"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --restricted-api, --config, --allow-client-shm, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
+    [['--maxbody=1m'], 'serve does not take "--maxbody=1m" (did you mean "--max-body"?) (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --restricted-api, --config, --allow-client-shm, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
+    [['--verbose'], 'serve does not take "--verbose" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --restricted-api, --config, --allow-client-shm, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
+    [['--colour=red'], 'serve does not take "--colour=red" (it takes --port, --host, --pool-size, --max-queue, --timeout-ms, --poll-ms, --shutdown-timeout-ms, --isolate, --grpc-port, --model-control, --restricted-api, --config, --allow-client-shm, --max-body, --max-inflight-bytes, --headers-timeout-ms, --request-timeout-ms, --keep-alive-timeout-ms, --max-connections, --parse-timeout-ms, --grpc-max-concurrent-streams, --grpc-handshake-timeout-ms, --grpc-idle-timeout-ms)'],
     [['--port'], '--port needs a value'],
     [['--host'], '--host needs a value'],
+    [['--allow-client-shm=yes'], '--allow-client-shm takes no value, got "yes"'],
   ])('%j is refused', (flags, message) => {
     expect(usage(() => parseServeArgs(['model.so', ...flags]))).toBe(message);
   });

@@ -10,6 +10,7 @@ const { RequestError } = require('./protocol');
 const { parserPool } = require('./parsers');
 const { createMetrics } = require('./metrics');
 const { createBudget } = require('./body');
+const { createRegions } = require('./shm');
 
 /** Loads every model of `config.models` (checked options) and starts what serving them needs. */
 function createContext(config) {
@@ -22,6 +23,8 @@ function createContext(config) {
   for (const v of repository.served()) log(`model "${v.model.name}" version ${v.version} ready (${v.pool.size} instances)`);
   const budget = createBudget(config.maxInflightBytes);
   metrics.watchBudget(budget);
+  const shm = createRegions({ allowed: config.allowClientShm === true });
+  metrics.watchRegions(shm);
   // Started with the first large JSON request.
   const parsers = parserPool({ timeoutMs: config.parseTimeoutMs });
   const ctx = {
@@ -33,6 +36,7 @@ function createContext(config) {
     /** Inference requests being answered; draining (readiness false, connections close); closed. */
     state: { active: 0, draining: false, closed: false, idle: null },
     budget,
+    shm,
     parsers,
     poller: null,
   };
@@ -112,10 +116,18 @@ function closeContext(ctx) {
   ctx.state.draining = true;
   ctx.state.closed = true;
   if (ctx.poller) clearInterval(ctx.poller);
+  ctx.shm.close();
   return Promise.all([ctx.repository.close(), ctx.parsers.close()]).then(() => undefined);
 }
 
 /** A model name from a URL or message, quoted and cut short. */
 const describeName = (name) => JSON.stringify(typeof name === 'string' && name.length > 100 ? `${name.slice(0, 100)}…` : name);
 
-module.exports = { createContext, resolveVersion, metadata, modelConfig, notServing, controlOff, settle, closeContext, describeName };
+/** The protocol extensions the server offers, which its metadata lists (REST and gRPC). */
+function extensionsOf(ctx) {
+  const list = ['binary_tensor_data', 'model_repository', 'metrics', 'statistics'];
+  if (ctx.shm.allowed) list.push('system_shared_memory');
+  return list;
+}
+
+module.exports = { extensionsOf, createContext, resolveVersion, metadata, modelConfig, notServing, controlOff, settle, closeContext, describeName };

@@ -33,13 +33,17 @@ function modelInfer(ctx, call, callback) {
   const started = performance.now();
   state.active++;
   const buf = call.request;
-  let claimed = 0;
+  // The bytes held against the in-flight budget: the message's, and inputs read from shared memory.
+  const claim = { bytes: 0 };
+  // The client shared memory regions the request reads or writes, held until it is answered.
+  let held = null;
   // The decode and the answer's making, in ms: the statistics' compute_input and compute_output.
   let inputMs = 0;
   let outputMs = 0;
   let parseStart = 0;
   const done = (name, v, outcome) => {
-    budget.release(claimed);
+    if (held !== null) ctx.shm.letGo(held);
+    budget.release(claim.bytes);
     const label = v !== undefined || repository.models.has(name) ? name : '_unknown';
     metrics.count(label, v === undefined ? '' : v.version, outcome, (performance.now() - started) / 1000, 'grpc', inputMs, outputMs);
     settle(ctx);
@@ -56,14 +60,14 @@ function modelInfer(ctx, call, callback) {
     if (state.closed) throw new RequestError(503, 'the server is shut down');
     // The message is in memory already: it counts against the budget while it is answered.
     if (!budget.claim(buf.length)) throw overBudget(budget);
-    claimed = buf.length;
+    claim.bytes = buf.length;
     const head = decode(messages.ModelInferHead, buf);
     name = head.modelName;
     if (name === undefined || name === '') throw bad('model_name is required: a ModelInferRequest names the model to run');
     v = resolveVersion(ctx, name, head.modelVersion === undefined || head.modelVersion === '' ? undefined : head.modelVersion);
     parseStart = performance.now();
     request = readRequest(ctx, v, buf);
-    if (!(request instanceof Promise)) {
+    if (!(request instanceof Promise) && request.shmInputs === undefined && request.shmOutputs === undefined) {
       inputMs = performance.now() - parseStart;
       const tensors = runNow(v.pool, request.inputs);
       if (tensors !== undefined) {
@@ -79,12 +83,15 @@ function modelInfer(ctx, call, callback) {
     return;
   }
   Promise.resolve(request)
-    .then((r) => {
+    .then(async (r) => {
       request = r;
-      inputMs = performance.now() - parseStart;
       // Parsed on a thread: its outputs are named, and taken from this thread's signature.
       if (r.outputNames !== undefined) request.outputs = r.outputNames.map((n) => v.signature.outputByName.get(n));
-      return offloaded(call, v, name, request);
+      if (request.shmInputs !== undefined || request.shmOutputs !== undefined) held = await ctx.shm.stage(request, budget, claim);
+      inputMs = performance.now() - parseStart;
+      const tensors = await offloaded(call, v, name, request);
+      if (request.shmOutputs !== undefined) await ctx.shm.deliver(request, held, tensors);
+      return tensors;
     })
     .then(
       (tensors) => {
@@ -102,8 +109,12 @@ function modelInfer(ctx, call, callback) {
     );
 }
 
+/** Raw contents of an output written into shared memory: empty, so that the others keep their places. */
+const NO_BYTES = new Uint8Array(0);
+
 function answer(callback, v, request, tensors) {
-  const outputs = request.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape, data: tensors[o.index].data }));
+  const inShm = request.shmOutputs === undefined ? null : new Set(request.shmOutputs.map((o) => o.name));
+  const outputs = request.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape, data: inShm !== null && inShm.has(o.name) ? NO_BYTES : tensors[o.index].data }));
   callback(null, { modelName: v.model.name, modelVersion: v.version, id: request.id, outputs });
 }
 

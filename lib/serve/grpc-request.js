@@ -4,7 +4,7 @@
 // values from its typed contents or its raw bytes, and the outputs asked for. Pure, so that
 // the parser threads (parse-worker.js) run it too.
 
-const { RequestError } = require('./protocol');
+const { RequestError, placement, shmInput, shmOutput } = require('./protocol');
 const { listText: shapeText } = require('./elide');
 
 const ARRAY = { FP32: Float32Array, FP16: Uint16Array, INT8: Int8Array, BOOL: Uint8Array };
@@ -52,31 +52,54 @@ function fromRaw(input, bytes) {
   return new Array_(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + need));
 }
 
+/** A tensor's parameters map (`[{ key, value }]`) as a plain object of the values set. */
+function paramsOf(entries) {
+  if (entries.length === 0) return undefined;
+  const out = {};
+  for (const { key, value } of entries) {
+    if (value === undefined) continue;
+    out[key] = value.stringParam ?? value.int64Param ?? value.uint64Param ?? value.boolParam ?? value.doubleParam;
+  }
+  return out;
+}
+
 /** Checks a ModelInferRequest against `sig`: the run's inputs and the outputs to send. */
 function parseGrpcInfer(sig, msg) {
   const raw = msg.rawInputContents;
-  if (raw.length > 0 && raw.length !== msg.inputs.length) throw bad(`raw_input_contents has ${raw.length} entries for ${msg.inputs.length} inputs: give one per input, in order`);
+  // Inputs in shared memory have no raw entry: the others take theirs in order.
+  const places = msg.inputs.map((t) => placement(`input "${t.name}"`, paramsOf(t.parameters)));
+  const rawWanted = places.filter((p) => p === undefined).length;
+  if (raw.length > 0 && raw.length !== rawWanted) throw bad(`raw_input_contents has ${raw.length} entries for ${rawWanted} inputs: give one per input not in shared memory, in order`);
   const inputs = {};
+  const given = new Set();
+  let shmInputs;
+  let rawIndex = 0;
   msg.inputs.forEach((t, i) => {
     const input = sig.byName.get(t.name);
     if (input === undefined) throw bad(`input "${t.name}": the model has no such input (its inputs: ${sig.inputList})`);
-    if (Object.hasOwn(inputs, input.name)) throw bad(`input "${input.name}" is given twice`);
+    if (given.has(input.name)) throw bad(`input "${input.name}" is given twice`);
+    given.add(input.name);
     if (t.datatype !== input.datatype) throw bad(`input "${input.name}": datatype "${t.datatype}" given, the model takes ${input.datatype}`);
     const same = t.shape.length === input.shape.length && t.shape.every((d, k) => d === input.shape[k]);
     if (!same) throw bad(`input "${input.name}": shape ${shapeText(t.shape)} given, the model takes ${shapeText(input.shape)}`);
-    if (raw.length > 0) {
-      if (t.contents !== undefined && Object.values(t.contents).some((v) => v.length > 0)) throw bad(`input "${input.name}": has both contents and raw_input_contents`);
-      inputs[input.name] = fromRaw(input, raw[i]);
+    const hasContents = t.contents !== undefined && Object.values(t.contents).some((v) => v.length > 0);
+    if (places[i] !== undefined) {
+      if (hasContents) throw bad(`input "${input.name}": has both shared_memory_region and contents`);
+      (shmInputs ||= []).push(shmInput(input, places[i]));
+    } else if (raw.length > 0) {
+      if (hasContents) throw bad(`input "${input.name}": has both contents and raw_input_contents`);
+      inputs[input.name] = fromRaw(input, raw[rawIndex++]);
     } else {
       if (t.contents === undefined) throw bad(`input "${input.name}": has neither contents nor raw_input_contents`);
       inputs[input.name] = fromContents(input, t.contents);
     }
   });
   if (msg.inputs.length !== sig.inputs.length) {
-    const missing = sig.inputs.filter((x) => !Object.hasOwn(inputs, x.name)).map((x) => `"${x.name}"`);
+    const missing = sig.inputs.filter((x) => !given.has(x.name)).map((x) => `"${x.name}"`);
     throw bad(`input ${missing.join(', ')} ${missing.length > 1 ? 'are' : 'is'} missing (the model takes ${sig.inputList})`);
   }
   let outputs = sig.outputs;
+  let shmOutputs;
   if (msg.outputs.length > 0) {
     const seen = new Set();
     outputs = msg.outputs.map((r) => {
@@ -84,10 +107,12 @@ function parseGrpcInfer(sig, msg) {
       if (o === undefined) throw bad(`output "${r.name}": the model has no such output (its outputs: ${sig.outputs.map((x) => x.name).join(', ')})`);
       if (seen.has(o.name)) throw bad(`output "${o.name}" is requested twice`);
       seen.add(o.name);
+      const shm = placement(`output "${o.name}"`, paramsOf(r.parameters));
+      if (shm !== undefined) (shmOutputs ||= []).push(shmOutput(o, shm));
       return o;
     });
   }
-  return { id: msg.id, inputs, outputs };
+  return { id: msg.id, inputs, outputs, shmInputs, shmOutputs };
 }
 
 module.exports = { parseGrpcInfer };

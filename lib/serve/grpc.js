@@ -90,6 +90,15 @@ function implementation(ctx, extensions, version) {
     // Not wrapped when nothing is restricted: a tiny infer pays for no closure.
     ModelInfer: restricted.size === 0 ? infer : guarded('inference', infer),
     ModelStatistics: unary((req) => modelStatistics(ctx, req.name, req.version), 'statistics'),
+    SystemSharedMemoryStatus: unary((req) => ctx.shm.status(req.name), 'shared-memory'),
+    SystemSharedMemoryRegister: unary((req) => {
+      ctx.shm.register(req.name, req.key, req.offset ?? 0, req.byteSize ?? 0);
+      return {};
+    }, 'shared-memory'),
+    SystemSharedMemoryUnregister: unary((req) => {
+      ctx.shm.unregister(req.name);
+      return {};
+    }, 'shared-memory'),
     RepositoryIndex: unary((req) => ({ models: repository.index(req.ready === true) }), 'model-repository'),
     RepositoryModelLoad: guarded('model-repository', repositoryCall('load')),
     RepositoryModelUnload: guarded('model-repository', repositoryCall('unload')),
@@ -117,6 +126,9 @@ const DEFINITION = {
   ModelMetadata: method('ModelMetadata', messages.NameVersion, encoders.modelMetadata),
   ModelInfer: method('ModelInfer', null, encoders.inferResponse),
   ModelStatistics: method('ModelStatistics', messages.NameVersion, encoders.modelStatistics),
+  SystemSharedMemoryStatus: method('SystemSharedMemoryStatus', messages.RegionName, encoders.sharedMemoryStatus),
+  SystemSharedMemoryRegister: method('SystemSharedMemoryRegister', messages.SharedMemoryRegister, encoders.empty),
+  SystemSharedMemoryUnregister: method('SystemSharedMemoryUnregister', messages.RegionName, encoders.empty),
   RepositoryIndex: method('RepositoryIndex', messages.RepositoryIndexRequest, encoders.repositoryIndex),
   RepositoryModelLoad: method('RepositoryModelLoad', messages.RepositoryModelRequest, encoders.empty),
   RepositoryModelUnload: method('RepositoryModelUnload', messages.RepositoryModelRequest, encoders.empty),

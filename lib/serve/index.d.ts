@@ -23,9 +23,15 @@ export interface ServeOptions {
   /**
    * Restricted API categories in Triton's form, `'model-repository,inference:admin-key=s3cret'`:
    * requests of those categories (health, metadata, inference, model-config,
-   * model-repository, metrics) need that header (gRPC: metadata), else 403 / PERMISSION_DENIED.
+   * model-repository, metrics, statistics, shared-memory) need that header (gRPC: metadata), else 403 / PERMISSION_DENIED.
    */
   restrictedApi?: string | readonly string[]
+  /**
+   * Client system shared memory (Triton's extension, `--allow-client-shm`): local clients may
+   * register POSIX shared memory objects and name them for tensors in and out. Linux only;
+   * off by default.
+   */
+  allowClientShm?: boolean
   /** A JSON file of these options (but log); options given here win. */
   config?: string
   /** Bytes of request bodies all requests being answered may hold; past it a 503 with Retry-After (default: an eighth of memory, 256 MiB to 2 GiB). */

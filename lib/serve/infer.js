@@ -27,6 +27,8 @@ async function infer(ctx, req, res, name, versionText, started) {
   // The parse and the answer's making, in ms: the statistics' compute_input and compute_output.
   let inputMs = 0;
   let outputMs = 0;
+  // The client shared memory regions the request reads or writes, held until it is answered.
+  let held = null;
   const answer = (status, message, headers, code) => {
     if (answered || res.destroyed) return;
     answered = true;
@@ -78,6 +80,10 @@ async function infer(ctx, req, res, name, versionText, started) {
     // A large JSON header is parsed on a parser thread, so that other requests are answered meanwhile.
     const request = jsonLength >= OFF_THREAD_BYTES ? await parsers.parse(v.signature, body, jsonLength) : parseInfer(v.signature, body, jsonLength);
     if (answered) return;
+    if (request.shmInputs !== undefined || request.shmOutputs !== undefined) {
+      held = await ctx.shm.stage(request, budget, claim);
+      if (answered) return;
+    }
     inputMs = performance.now() - parseStart;
     // A run the pool does inline is over before this returns: no timer, no signal, no
     // cancel on close, no promise (a signal's listeners alone cost more than a tiny run).
@@ -85,6 +91,7 @@ async function infer(ctx, req, res, name, versionText, started) {
     if (tensors === undefined) tensors = await offloaded(v, request.inputs);
     if (answered) return;
     const formatStart = performance.now();
+    if (request.shmOutputs !== undefined) await ctx.shm.deliver(request, held, tensors);
     let formatted = formatInfer(v.model.name, v.version, request.id, request.outputs, tensors);
     // Large float outputs are written off the event loop.
     if (formatted instanceof Promise) formatted = await formatted;
@@ -113,6 +120,7 @@ async function infer(ctx, req, res, name, versionText, started) {
     if (outcome !== 'timeout') outcome = o.outcome;
     if (o.http !== 0) answer(o.http, o.message, o.headers, o.code);
   } finally {
+    if (held !== null) ctx.shm.letGo(held);
     budget.release(claim.bytes);
     // Names that are no model share one label: a client must not grow the series at will.
     const label = v !== undefined || repository.models.has(name) ? name : '_unknown';

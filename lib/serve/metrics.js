@@ -127,6 +127,10 @@ function createMetrics(repository) {
   new client.Gauge({ name: 'zgc_inflight_bytes', help: 'Bytes of request bodies held by requests being answered', registers: [registry], collect() { this.set(budget === null ? 0 : budget.held); } });
   new client.Gauge({ name: 'zgc_inflight_limit_bytes', help: 'The in-flight budget (--max-inflight-bytes)', registers: [registry], collect() { this.set(budget === null ? 0 : budget.limit); } });
   new client.Counter({ name: 'zgc_inflight_refusals_total', help: 'Requests refused with 503 because the in-flight budget was full', registers: [registry], collect() { this.reset(); this.inc(budget === null ? 0 : budget.refused); } });
+  // Client shared memory regions (lib/serve/shm.js).
+  let regions = null;
+  new client.Gauge({ name: 'zgc_shm_regions', help: 'Client shared memory regions registered (--allow-client-shm)', registers: [registry], collect() { this.set(regions === null ? 0 : regions.count); } });
+  new client.Gauge({ name: 'zgc_shm_region_bytes', help: 'Bytes the registered client shared memory regions span', registers: [registry], collect() { this.set(regions === null ? 0 : regions.bytes); } });
   const connectionRefusals = new client.Counter({ name: 'zgc_connection_refusals_total', help: 'Connections refused because --max-connections were open and none was idle', registers: [registry] });
 
   /** Keeps what a closed pool counted, so that its model's series never go down. */
@@ -147,6 +151,9 @@ function createMetrics(repository) {
     active,
     watchBudget(b) {
       budget = b;
+    },
+    watchRegions(r) {
+      regions = r;
     },
     refuseConnection: () => connectionRefusals.inc(),
     /**

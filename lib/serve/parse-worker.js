@@ -22,8 +22,8 @@ parentPort.on('message', ({ kind, sig, body, headerLength }) => {
     const signature = signatureFromPortable(sig);
     let request;
     if (kind === 'grpc') {
-      const { id, inputs, outputs } = parseGrpcInfer(signature, decode(messages.ModelInferRequest, body, 0, body.length, signature.limits));
-      request = { id, inputs, outputNames: outputs.map((o) => o.name) };
+      const { id, inputs, outputs, shmInputs, shmOutputs } = parseGrpcInfer(signature, decode(messages.ModelInferRequest, body, 0, body.length, signature.limits));
+      request = { id, inputs, outputNames: outputs.map((o) => o.name), shmInputs, shmOutputs };
     } else {
       request = parseInfer(signature, body, headerLength);
     }

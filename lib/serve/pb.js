@@ -390,6 +390,14 @@ const RepositoryModelRequest = schema([
   [2, 'modelName', 'string'],
 ]);
 
+const RegionName = schema([[1, 'name', 'string']]);
+const SharedMemoryRegister = schema([
+  [1, 'name', 'string'],
+  [2, 'key', 'string'],
+  [3, 'offset', 'uint64'],
+  [4, 'byteSize', 'uint64'],
+]);
+
 /** Bytes of `n` (a non-negative integer) as a varint. */
 function varintSize(n) {
   let size = 1;
@@ -492,6 +500,22 @@ const encoders = {
     }
     return w.finish();
   },
+  /** A SystemSharedMemoryStatusResponse from shm.js's status list: a map by region name. */
+  sharedMemoryStatus(list) {
+    const w = new Writer();
+    for (const r of list) {
+      const status = new Writer();
+      status.string(1, r.name);
+      status.string(2, r.key);
+      status.uint(3, r.offset);
+      status.uint(4, r.byte_size);
+      const entry = new Writer();
+      entry.string(1, r.name);
+      entry.message(2, status);
+      w.message(1, entry);
+    }
+    return w.finish();
+  },
   /** A ModelStatisticsResponse from statistics.js's `{ model_stats }` (its REST shape). */
   modelStatistics(msg) {
     const w = new Writer();
@@ -562,5 +586,5 @@ module.exports = {
   DecodeError,
   decode,
   encoders,
-  messages: { ModelInferRequest, ModelInferHead, NameVersion, Empty, RepositoryIndexRequest, RepositoryModelRequest },
+  messages: { ModelInferRequest, ModelInferHead, NameVersion, Empty, RepositoryIndexRequest, RepositoryModelRequest, RegionName, SharedMemoryRegister },
 };

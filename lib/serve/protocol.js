@@ -200,13 +200,13 @@ const describe = (v) => {
 function signatureOf(runtime, outputNames) {
   const inputs = runtime.sources
     .filter((s) => s.kind === 'input')
-    .map((s) => ({ name: s.name, datatype: DATATYPE[s.dtype], shape: s.shape, count: s.shape.reduce((a, b) => a * b, 1) }));
+    .map((s) => ({ name: s.name, datatype: DATATYPE[s.dtype], shape: s.shape, count: s.shape.reduce((a, b) => a * b, 1), bytes: s.byteCount }));
   const outputs = runtime.outputs.map((o, index) => {
     const name = outputNames ? outputNames[index] : `output_${index}`;
     const shape = o.shape; // frozen, as all metadata of a runtime
     // The JSON of an output up to its data, written once.
     const prefix = `{"name":${JSON.stringify(name)},"datatype":"${DATATYPE[o.dtype]}","shape":${JSON.stringify(shape)},`;
-    return { name, datatype: DATATYPE[o.dtype], shape, index, prefix };
+    return { name, datatype: DATATYPE[o.dtype], shape, index, prefix, bytes: o.byteCount };
   });
   const inputList = inputs.map((i) => i.name).join(', ');
   // What a parser thread is sent: plain data, without the scratch arrays.
@@ -349,6 +349,8 @@ function parseInfer(sig, body, headerLength) {
   if (!Array.isArray(inputs)) throw bad(`"inputs" must be an array of tensors, got ${describe(inputs)}`);
   const binaryOutput = parameters !== null && typeof parameters === 'object' && parameters.binary_data_output === true;
   const runInputs = {};
+  const given = new Set();
+  let shmInputs;
   let offset = headerLength;
   for (let i = 0; i < inputs.length; i++) {
     const t = inputs[i];
@@ -358,11 +360,16 @@ function parseInfer(sig, body, headerLength) {
       if (typeof t.name !== 'string') throw bad(`inputs[${i}]: "name" must be a string, got ${describe(t.name)}`);
       throw bad(`input "${t.name}": the model has no such input (its inputs: ${sig.inputList})`);
     }
-    if (Object.hasOwn(runInputs, input.name)) throw bad(`input "${input.name}" is given twice`);
+    if (given.has(input.name)) throw bad(`input "${input.name}" is given twice`);
+    given.add(input.name);
     if (t.datatype !== input.datatype) throw bad(`input "${input.name}": datatype ${describe(t.datatype)} given, the model takes ${input.datatype}`);
     checkShape(input, t.shape);
     const size = t.parameters !== null && typeof t.parameters === 'object' ? t.parameters.binary_data_size : undefined;
-    if (size !== undefined) {
+    const place = placement(`input "${input.name}"`, t.parameters);
+    if (place !== undefined) {
+      if (t.data !== undefined || size !== undefined) throw bad(`input "${input.name}": has both shared_memory_region and ${t.data !== undefined ? '"data"' : 'binary_data_size'}`);
+      (shmInputs ||= []).push(shmInput(input, place));
+    } else if (size !== undefined) {
       if (!Number.isSafeInteger(size) || size < 0) throw bad(`input "${input.name}": binary_data_size must be a non-negative integer, got ${describe(size)}`);
       if (t.data !== undefined) throw bad(`input "${input.name}": has both "data" and binary_data_size`);
       if (offset + size > body.length) throw bad(`input "${input.name}": binary_data_size ${size} runs past the end of the request's binary data (${body.length - offset} bytes left)`);
@@ -375,10 +382,50 @@ function parseInfer(sig, body, headerLength) {
   }
   if (offset !== body.length) throw bad(`the request has ${body.length - offset} bytes of binary data that no input's binary_data_size accounts for`);
   if (inputs.length !== sig.inputs.length) {
-    const missing = sig.inputs.filter((x) => !Object.hasOwn(runInputs, x.name)).map((x) => `"${x.name}"`);
+    const missing = sig.inputs.filter((x) => !given.has(x.name)).map((x) => `"${x.name}"`);
     throw bad(`input ${missing.join(', ')} ${missing.length > 1 ? 'are' : 'is'} missing (the model takes ${sig.inputList})`);
   }
-  return { id, inputs: runInputs, outputs: requested(sig, outputs, binaryOutput) };
+  const wanted = requested(sig, outputs, binaryOutput);
+  const shmOutputs = shmOutputsOf(wanted);
+  return { id, inputs: runInputs, outputs: wanted, shmInputs, shmOutputs };
+}
+
+/**
+ * Where a tensor's parameters place it in client shared memory (`shared_memory_region`,
+ * `shared_memory_offset`, `shared_memory_byte_size`): `{ region, offset, byteSize }`, or
+ * undefined when they name no region. The region itself is looked up when the request runs.
+ */
+function placement(what, params) {
+  if (params === null || typeof params !== 'object') return undefined;
+  const region = params.shared_memory_region;
+  if (region === undefined) {
+    if (params.shared_memory_byte_size !== undefined || params.shared_memory_offset !== undefined) throw bad(`${what}: shared_memory_byte_size and shared_memory_offset need shared_memory_region`);
+    return undefined;
+  }
+  if (typeof region !== 'string' || region === '') throw bad(`${what}: shared_memory_region must be a region's name, got ${describe(region)}`);
+  const byteSize = params.shared_memory_byte_size;
+  if (!Number.isSafeInteger(byteSize) || byteSize < 0) throw bad(`${what}: shared_memory_byte_size must be a non-negative integer, got ${describe(byteSize)}`);
+  const offset = params.shared_memory_offset === undefined ? 0 : params.shared_memory_offset;
+  if (!Number.isSafeInteger(offset) || offset < 0) throw bad(`${what}: shared_memory_offset must be a non-negative integer, got ${describe(offset)}`);
+  return { region, offset, byteSize };
+}
+
+/** An input read from shared memory: its size must be the tensor's, as Triton requires. */
+function shmInput(input, place) {
+  if (place.byteSize !== input.bytes) throw bad(`input "${input.name}": shared_memory_byte_size is ${place.byteSize} bytes, ${input.datatype} of shape ${shapeText(input.shape)} takes ${input.bytes}`);
+  return { name: input.name, datatype: input.datatype, count: input.count, ...place };
+}
+
+/** An output written into shared memory: it must fit in the size given. */
+function shmOutput(output, place) {
+  if (place.byteSize < output.bytes) throw bad(`output "${output.name}": shared_memory_byte_size is ${place.byteSize} bytes, ${output.datatype} of shape ${shapeText(output.shape)} takes ${output.bytes}`);
+  return { name: output.name, index: output.index, ...place };
+}
+
+function shmOutputsOf(wanted) {
+  let list;
+  for (const { output, shm } of wanted) if (shm !== undefined) (list ||= []).push(shmOutput(output, shm));
+  return list;
 }
 
 /** The outputs to send, each with whether it goes as binary data. */
@@ -395,6 +442,8 @@ function requested(sig, outputs, binaryOutput) {
     if (seen.has(output.name)) throw bad(`output "${output.name}" is requested twice`);
     seen.add(output.name);
     const p = r.parameters;
+    const shm = placement(`output "${output.name}"`, p);
+    if (shm !== undefined) return { output, binary: false, shm };
     const binary = p !== null && typeof p === 'object' && p.binary_data !== undefined ? p.binary_data === true : binaryOutput;
     return { output, binary };
   });
@@ -430,9 +479,13 @@ function formatInfer(modelName, version, id, wanted, tensors) {
   const chunks = [];
   let pending = false;
   for (let i = 0; i < wanted.length; i++) {
-    const { output, binary } = wanted[i];
+    const { output, binary, shm } = wanted[i];
     const data = tensors[output.index].data;
-    if (binary) {
+    if (shm !== undefined) {
+      // Written into the client's region already: the answer says where.
+      const at = shm.offset === 0 ? '' : `,"shared_memory_offset":${shm.offset}`;
+      parts.push(`${output.prefix}"parameters":{"shared_memory_region":${JSON.stringify(shm.region)},"shared_memory_byte_size":${data.byteLength}${at}}}`);
+    } else if (binary) {
       parts.push(`${output.prefix}"parameters":{"binary_data_size":${data.byteLength}}}`);
       chunks.push(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
     } else {
@@ -448,7 +501,7 @@ function formatInfer(modelName, version, id, wanted, tensors) {
     const pieces = [start];
     for (let i = 0, k = 0; i < wanted.length; i++) {
       if (i > 0) pieces.push(',');
-      const n = wanted[i].binary ? 1 : 4;
+      const n = wanted[i].binary || wanted[i].shm !== undefined ? 1 : 4;
       for (let j = 0; j < n; j++) pieces.push(texts[k++]);
     }
     pieces.push(']}');
@@ -459,4 +512,4 @@ function formatInfer(modelName, version, id, wanted, tensors) {
   return pending ? Promise.all(parts).then(joinBytes) : join(parts);
 }
 
-module.exports = { DATATYPE, RequestError, signatureOf, signatureFromPortable, parseInfer, formatInfer, readHeader, TAKE_BYTES };
+module.exports = { DATATYPE, RequestError, signatureOf, signatureFromPortable, parseInfer, formatInfer, readHeader, placement, shmInput, shmOutput, ARRAY, TAKE_BYTES };

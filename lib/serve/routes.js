@@ -10,13 +10,11 @@ const { readBody } = require('./body');
 const { bounded } = require('./elide');
 const { refusal } = require('./restricted');
 const { send, fail } = require('./respond');
-const { resolveVersion, metadata, modelConfig, notServing, controlOff, describeName } = require('./context');
+const { resolveVersion, metadata, modelConfig, notServing, controlOff, describeName, extensionsOf } = require('./context');
 const { infer } = require('./infer');
 const { modelStatistics } = require('./statistics');
 const { version: packageVersion } = require('../../package.json');
 
-/** The protocol extensions the server offers, which its metadata lists. */
-const EXTENSIONS = ['binary_tensor_data', 'model_repository', 'metrics', 'statistics'];
 /** The body a repository request may have (the protocol's parameters): small, whatever maxBody is. */
 const CONTROL_BODY = 64 * 1024;
 
@@ -61,7 +59,7 @@ function route(ctx, req, res, next) {
   const [, , area, a, b, c] = parts;
   if (area === undefined || (area === '' && parts.length === 3)) {
     if (!want('GET', 'metadata')) return;
-    return send(res, 200, { name: 'zgc-runtime', version: packageVersion, extensions: EXTENSIONS });
+    return send(res, 200, { name: 'zgc-runtime', version: packageVersion, extensions: extensionsOf(ctx) });
   }
   if (area === 'health' && (a === 'live' || a === 'ready') && parts.length === 4) {
     if (!want('GET', 'health')) return;
@@ -107,6 +105,15 @@ function route(ctx, req, res, next) {
       // An isolated model is not ready while none of its instances' processes is alive.
       if (endpoint === 'ready') return v.pool.isolate === 'process' && v.pool.stats().alive === 0 ? fail(res, 503, `model "${a}" has no live instance`) : send(res, 200);
       return send(res, 200, endpoint === 'metadata' ? metadata(v) : modelConfig(v));
+    }
+  }
+  if (area === 'systemsharedmemory') {
+    // status, unregister; region/{name}/status, register, unregister
+    const named = a === 'region' && b !== undefined && b !== '' && parts.length === 6;
+    const action = named ? c : parts.length === 4 ? a : undefined;
+    if (action === 'status' || action === 'unregister' || (named && action === 'register')) {
+      if (!want(action === 'status' ? 'GET' : 'POST', 'shared-memory')) return;
+      return shmRequest(ctx, req, res, action, named ? b : undefined);
     }
   }
   if (area === 'repository') {
@@ -157,6 +164,34 @@ function repositoryRequest(ctx, req, res, action, name) {
     .finally(() => budget.release(claim.bytes));
 }
 
+/** The shared memory extension: a region's register (its JSON body), status and unregister. */
+function shmRequest(ctx, req, res, action, name) {
+  const { shm, budget } = ctx;
+  if (action !== 'register') {
+    req.resume();
+    try {
+      if (action === 'status') return send(res, 200, shm.status(name));
+      shm.unregister(name);
+      return send(res, 200);
+    } catch (err) {
+      return fail(res, err.status, err.message);
+    }
+  }
+  const claim = { bytes: 0 };
+  readBody(req, { maxBody: CONTROL_BODY, budget, claim })
+    .then((bytes) => {
+      const body = parseControlBody(bytes) ?? {};
+      shm.register(name, body.key, body.offset ?? 0, body.byte_size);
+      return send(res, 200);
+    })
+    .catch((err) => {
+      if (err instanceof RequestError) {
+        if (err.status !== 0) fail(res, err.status, err.message, err.headers);
+      } else fail(res, 500, `internal error: ${err && err.message}`);
+    })
+    .finally(() => budget.release(claim.bytes));
+}
+
 /** Whether the request's method is `m` (HEAD counts as GET); else answers 405. */
 function allowed(req, res, p, m) {
   const method = req.method;
@@ -180,4 +215,4 @@ function parseControlBody(bytes) {
   return body;
 }
 
-module.exports = { route, EXTENSIONS };
+module.exports = { route };

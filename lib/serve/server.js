@@ -9,8 +9,8 @@ const fs = require('node:fs');
 const http = require('node:http');
 const os = require('node:os');
 const { version: packageVersion } = require('../../package.json');
-const { createContext, closeContext } = require('./context');
-const { route, EXTENSIONS } = require('./routes');
+const { createContext, closeContext, extensionsOf } = require('./context');
+const { route } = require('./routes');
 const { fail } = require('./respond');
 
 const DEFAULTS = { maxQueue: 1024, timeoutMs: 30000, pollMs: 2000, offload: 'auto', modelControl: 'none' };
@@ -20,7 +20,7 @@ const { parseRestricted } = require('./restricted');
 const { connectionLimit, limitConnections } = require('./connections');
 
 /** Every option createServer and createHandler take: the serve flags in camelCase, models, config and log. */
-const SERVER_OPTIONS = ['models', 'config', 'poolSize', 'maxQueue', 'timeoutMs', 'pollMs', 'shutdownTimeoutMs', 'offload', 'isolate', 'modelControl', 'restrictedApi', ...LIMITS.map((l) => l.key), 'log'];
+const SERVER_OPTIONS = ['models', 'config', 'poolSize', 'maxQueue', 'timeoutMs', 'pollMs', 'shutdownTimeoutMs', 'offload', 'isolate', 'modelControl', 'restrictedApi', 'allowClientShm', ...LIMITS.map((l) => l.key), 'log'];
 
 /** Server settings from a JSON file: the createServer options but log (options given in code win). */
 function readConfig(file) {
@@ -48,6 +48,9 @@ function checkOptions(given) {
   const models = typeof options.models === 'string' ? [options.models] : options.models;
   if (!Array.isArray(models) || models.length === 0) throw new TypeError('createServer needs "models": a repository directory, name=artifact.so or artifact.so (or an array of them)');
   const out = { ...DEFAULTS, poolSize: os.availableParallelism(), ...options, models, ...resolveLimits(options, (l) => `createServer option ${l.key}`) };
+  if (out.allowClientShm !== undefined && typeof out.allowClientShm !== 'boolean') throw new TypeError(`createServer option allowClientShm must be true or false, got ${JSON.stringify(out.allowClientShm)}`);
+  // POSIX shared memory objects are files under /dev/shm on Linux only.
+  if (out.allowClientShm === true && process.platform !== 'linux') throw new TypeError(`createServer option allowClientShm needs Linux (its /dev/shm); this is ${process.platform}`);
   if (out.isolate !== undefined && out.isolate !== 'none' && out.isolate !== 'process') throw new TypeError(`createServer option isolate must be 'none' or 'process', got ${JSON.stringify(out.isolate)}`);
   // Checked before any model loads.
   out.restricted = parseRestricted(out.restrictedApi, 'createServer option restrictedApi');
@@ -131,7 +134,7 @@ function createServer(options = {}) {
   server.listenGrpc = (port, host = '127.0.0.1') => {
     if (grpcServer !== null) return Promise.reject(new Error('the gRPC service is already listening'));
     const { listenGrpc } = require('./grpc');
-    return listenGrpc(handler, port, host, { extensions: EXTENSIONS, version: packageVersion, connections }).then((r) => {
+    return listenGrpc(handler, port, host, { extensions: extensionsOf(handler.context), version: packageVersion, connections }).then((r) => {
       grpcServer = r.server;
       return r.port;
     });
