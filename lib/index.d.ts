@@ -318,6 +318,14 @@ export interface RunAsyncOptions {
   timeoutMs?: number
 }
 
+export interface PoolRunOptions extends RunAsyncOptions {
+  /**
+   * A 32-bit integer (default 0): while every instance is busy, queued runs start higher
+   * priority first, and in call order within one priority.
+   */
+  priority?: number
+}
+
 export interface PoolOptions extends LoadOptions {
   /** Instances of the artifact (default: `os.availableParallelism()`). */
   size?: number
@@ -341,7 +349,7 @@ export declare class Pool implements AsyncDisposable {
   /** Completed runs, queue depth, in flight, latency percentiles, inline vs offloaded. */
   stats(): RunStats
   /** Runs once on a free instance; inputs are copied at call time. */
-  run(inputs?: Inputs, options?: RunAsyncOptions): Promise<Tensor[]>
+  run(inputs?: Inputs, options?: PoolRunOptions): Promise<Tensor[]>
   /** Refuses new runs, lets queued and running ones finish, then closes every instance. */
   close(): Promise<void>
   [Symbol.asyncDispose](): Promise<void>

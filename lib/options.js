@@ -59,4 +59,12 @@ function parseSize(value) {
   return Number.isSafeInteger(n) ? n : null;
 }
 
-module.exports = { distance, nearest, didYouMean, refuseUnknownKeys, parseSize, SIZE_RULE };
+/** A run's `priority` option (a 32-bit integer; higher runs first; default 0). */
+function priorityOf(what, options) {
+  const p = options === undefined || options === null ? undefined : options.priority;
+  if (p === undefined) return 0;
+  if (!Number.isInteger(p) || p < -(2 ** 31) || p >= 2 ** 31) throw new RangeError(`${what} option priority must be an integer from -2147483648 to 2147483647, got ${typeof p === 'number' ? p : JSON.stringify(p) ?? String(p)}`);
+  return p;
+}
+
+module.exports = { distance, nearest, didYouMean, refuseUnknownKeys, parseSize, priorityOf, SIZE_RULE };

@@ -6,7 +6,7 @@ const { nativeStats } = require('./stats');
 const { IsolatedPool, isolationOptions } = require('./isolate');
 const { ZgcError } = require('./errors');
 const { NativePool } = require('./native');
-const { refuseUnknownKeys } = require('./options');
+const { refuseUnknownKeys, priorityOf } = require('./options');
 
 // Stryker disable next-line StringLiteral: the fallback of hosts before Symbol.asyncDispose (Node < 20.4), none of which we test on
 const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
@@ -95,16 +95,26 @@ class Pool {
   run(inputs, options) {
     try {
       if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');
-      if (options !== undefined && options !== null) refuseUnknownKeys('pool.run()', options, ['signal'], IN_PROCESS_ONLY);
+      if (options !== undefined && options !== null) refuseUnknownKeys('pool.run()', options, ['signal', 'priority'], IN_PROCESS_ONLY);
       const signal = options === undefined || options === null ? undefined : options.signal;
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('pool.run option signal must be an AbortSignal');
+      const priority = priorityOf('pool.run()', options);
       if (signal && signal.aborted) throw signal.reason;
+      // Inline only while nothing waits: no run is overtaken, whatever its priority.
       const now = this.#runNow(inputs);
       if (now !== undefined) return Promise.resolve(now);
       const first = this.#runtimes[0];
-      return submit(first, this.#native, first.stageInputs(inputs), this.#f16Bits, signal, () => {
-        this.#inline = this.#native.inline;
-      });
+      return submit(
+        first,
+        this.#native,
+        first.stageInputs(inputs),
+        this.#f16Bits,
+        signal,
+        () => {
+          this.#inline = this.#native.inline;
+        },
+        priority,
+      );
     } catch (err) {
       return Promise.reject(err);
     }

@@ -495,7 +495,7 @@ let lastId = 0;
  * Tensors' promise. `owner` makes the Tensors (and stays reachable while the run is pending);
  * `after` runs once it settles.
  */
-function submit(owner, queue, staged, f16Bits, signal, after) {
+function submit(owner, queue, staged, f16Bits, signal, after, priority = 0) {
   const id = signal ? ++lastId : 0;
   let onAbort;
   if (signal) {
@@ -509,7 +509,7 @@ function submit(owner, queue, staged, f16Bits, signal, after) {
         after();
       }
     : after;
-  return queue.submit(staged, f16Bits, id).then(
+  return queue.submit(staged, f16Bits, id, priority).then(
     (arrays) => {
       settled();
       return tensorsOf(owner, arrays);

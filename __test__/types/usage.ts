@@ -54,6 +54,9 @@ async function service(): Promise<number> {
   const controller = new AbortController();
   const [y] = await pool.run({ x: new Float32Array(4) }, { signal: controller.signal });
   const [z] = await rt.runAsync({ x: [1, 2] });
+  await pool.run({ x: [1] }, { priority: 5 });
+  // @ts-expect-error a runtime's runs keep call order: no priority
+  await rt.runAsync({ x: [1] }, { priority: 5 });
   const storage = rt.storage('w');
   await pool.close();
   // @ts-expect-error pool sizes are numbers

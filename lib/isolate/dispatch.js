@@ -5,6 +5,7 @@
 
 const { ZgcError } = require('../errors');
 const { positive } = require('./options');
+const { priorityOf } = require('../options');
 
 /** How long one turn of the event loop watches the running lanes for short runs. */
 const DRIVE_MS = 1;
@@ -64,7 +65,10 @@ class Dispatch {
     }
     // Waiting: its inputs are copied now, as runAsync promises.
     job.entries = job.entries.map(([index, array]) => [index, array === job.given.get(index) ? array.slice() : array]);
-    this.queue.push(job);
+    // Behind the runs of its priority or higher, ahead of lower ones.
+    const last = this.queue[this.queue.length - 1];
+    if (last === undefined || last.priority >= job.priority) this.queue.push(job);
+    else this.queue.splice(this.queue.findIndex((j) => j.priority < job.priority), 0, job);
     this.schedule();
   }
 
@@ -145,9 +149,10 @@ function submitRun(owner, dispatch, inputs, options, defaults) {
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('option signal must be an AbortSignal');
   if (signal && signal.aborted) throw signal.reason;
   const timeoutMs = options && options.timeoutMs !== undefined ? positive('option timeoutMs', options.timeoutMs) : defaults.timeoutMs;
+  const priority = priorityOf('pool.run()', options);
   const { entries, given } = owner.entries(inputs);
   return new Promise((resolve, reject) => {
-    const job = { entries, given, timeoutMs, signal, resolve, reject, owner, submitted: performance.now(), lane: null, aborted: false, cleanup: null };
+    const job = { entries, given, timeoutMs, signal, priority, resolve, reject, owner, submitted: performance.now(), lane: null, aborted: false, cleanup: null };
     if (signal) {
       const onAbort = () => {
         if (dispatch.cancel(job)) reject(signal.reason);

@@ -257,7 +257,7 @@ class IsolatedPool {
   run(inputs, options) {
     try {
       if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');
-      if (options !== undefined && options !== null) refuseUnknownKeys('pool.run()', options, ['signal', 'timeoutMs']);
+      if (options !== undefined && options !== null) refuseUnknownKeys('pool.run()', options, ['signal', 'timeoutMs', 'priority']);
       return submitRun(this.#shape, this.#dispatch, inputs, options, this.#options);
     } catch (err) {
       return Promise.reject(err);

@@ -93,6 +93,8 @@ pub struct Job<T> {
     pub token: T,
     /// Non-zero for a run that can be cancelled by `Queue::cancel`.
     pub id: u64,
+    /// Runs of a higher priority start before those of a lower one; equal ones in order.
+    priority: i32,
     feeds: Vec<Feed<'static>>,
     f16_bits: bool,
     /// Copies of JavaScript-owned storage made at the call, for a run that started at once.
@@ -330,13 +332,15 @@ impl<T: Send + 'static> Queue<T> {
         self.lanes.len()
     }
 
-    /// Queues a run. `Err` gives the token back with the reason: closed, or the queue is full.
-    /// `temporary`: copies of JavaScript-owned storage, made for a run that starts now.
+    /// Queues a run, behind those of its `priority` or higher. `Err` gives the token back with
+    /// the reason: closed, or the queue is full. `temporary`: copies of JavaScript-owned
+    /// storage, made for a run that starts now.
     #[allow(clippy::too_many_arguments)]
     pub fn submit(
         self: &Arc<Self>,
         token: T,
         id: u64,
+        priority: i32,
         feeds: Vec<Feed<'static>>,
         f16_bits: bool,
         temporary: Option<Vec<Temporary>>,
@@ -356,7 +360,15 @@ impl<T: Send + 'static> Queue<T> {
             }
         }
         let found_idle = st.jobs.is_empty() && free > 0;
-        st.jobs.push_back(Job { token, id, feeds, f16_bits, temporary, submitted: Instant::now(), found_idle });
+        let job = Job { token, id, priority, feeds, f16_bits, temporary, submitted: Instant::now(), found_idle };
+        // Most runs share one priority: a push at the back, with no search.
+        match st.jobs.back() {
+            Some(last) if last.priority < priority => {
+                let at = st.jobs.iter().position(|j| j.priority < priority).unwrap_or(st.jobs.len());
+                st.jobs.insert(at, job);
+            }
+            _ => st.jobs.push_back(job),
+        }
         self.shared.waiting.store(st.jobs.len(), Ordering::Release);
         if !st.started {
             st.started = true;
@@ -658,7 +670,7 @@ mod tests {
         let sink: Arc<dyn Sink<u32>> = watching.clone();
         queue.state().started = true; // no worker yet: the whole batch waits first
         for token in 0..BATCH_RUNS as u32 {
-            queue.submit(token, token as u64, Vec::new(), false, None, &sink).map_err(|(e, _)| e).unwrap();
+            queue.submit(token, token as u64, 0, Vec::new(), false, None, &sink).map_err(|(e, _)| e).unwrap();
         }
         queue.state().workers = 1;
         let worker = {
@@ -681,15 +693,29 @@ mod tests {
         queue.state().started = true;
         let sink: Arc<dyn Sink<u32>> = Arc::new(NoSink);
         let idle = |queue: &Arc<Queue<u32>>, token| {
-            queue.submit(token, 0, Vec::new(), false, None, &sink).map_err(|(e, _)| e).unwrap();
+            queue.submit(token, 0, 0, Vec::new(), false, None, &sink).map_err(|(e, _)| e).unwrap();
             queue.state().jobs.pop_back().unwrap().found_idle
         };
         assert!(idle(&queue, 1), "empty queue, free instance");
         queue.state().running = 1;
         assert!(!idle(&queue, 2), "empty queue, but the only instance is busy");
         queue.state().running = 0;
-        queue.submit(3, 0, Vec::new(), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(3, 0, 0, Vec::new(), false, None, &sink).map_err(|(e, _)| e).unwrap();
         assert!(!idle(&queue, 4), "a free instance, but a run is waiting ahead");
+    }
+
+    #[test]
+    fn a_run_waits_behind_those_of_its_priority_or_higher_and_ahead_of_lower_ones() {
+        // No workers start (`started`): the queue's order is read as a worker would take it.
+        let queue: Arc<Queue<u32>> = Queue::new(vec![Weak::new()], Owner::Pool, usize::MAX, Offload::Always);
+        queue.state().started = true;
+        let sink: Arc<dyn Sink<u32>> = Arc::new(NoSink);
+        for (token, priority) in [(1, 0), (2, 0), (3, 5), (4, -1), (5, 5), (6, 0), (7, 9), (8, -1)] {
+            queue.submit(token, 0, priority, Vec::new(), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        }
+        let order: Vec<u32> = queue.state().jobs.iter().map(|j| j.token).collect();
+        assert_eq!(order, vec![7, 3, 5, 1, 2, 6, 4, 8]);
+        queue.state().jobs.clear();
     }
 
     #[test]

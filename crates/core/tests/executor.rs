@@ -113,7 +113,7 @@ fn a_runtime_queue_runs_in_call_order_in_batches_one_call_at_a_time() {
     let (sink, rx) = sink();
     let n = 2000u64;
     for i in 0..n {
-        queue.submit(i, 0, feed(&artifact, [i as f32, -(i as f32), 0.5, 1.0]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(i, 0, 0, feed(&artifact, [i as f32, -(i as f32), 0.5, 1.0]), false, None, &sink).map_err(|(e, _)| e).unwrap();
     }
     assert!(core.pending() > 0, "queued runs count as pending on the runtime");
     assert!(matches!(core.lock(), Err(Error::Busy)));
@@ -141,7 +141,7 @@ fn a_pool_queue_spreads_runs_over_its_instances_in_parallel() {
     let queue: Arc<Queue<u64>> = Queue::new(cores.iter().map(Arc::downgrade).collect(), Owner::Pool, 64, Offload::Always);
     let (sink, rx) = sink();
     for i in 0..3u64 {
-        queue.submit(i, 0, feed(&artifact, [i as f32; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(i, 0, 0, feed(&artifact, [i as f32; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
     }
     let (done, _) = collect(&rx, 3);
     let library_max = done.iter().map(|(_, r)| f32s(&r.as_ref().unwrap()[1])[2]).fold(0.0, f32::max);
@@ -152,7 +152,7 @@ fn a_pool_queue_spreads_runs_over_its_instances_in_parallel() {
     let (sink, rx) = self::sink();
     let n = 3000u64;
     for i in 0..n {
-        queue.submit(i, 0, feed(&artifact, [i as f32, 0.0, 0.0, 0.0]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(i, 0, 0, feed(&artifact, [i as f32, 0.0, 0.0, 0.0]), false, None, &sink).map_err(|(e, _)| e).unwrap();
     }
     let (done, _) = collect(&rx, n as usize);
     let mut seen = vec![false; n as usize];
@@ -174,11 +174,11 @@ fn the_queue_is_bounded_beyond_the_free_instances() {
     let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Pool, 2, Offload::Always);
     let (sink, rx) = sink();
     for i in 0..3 {
-        assert!(queue.submit(i, 0, feed(&artifact, [1.0; 4]), false, None, &sink).is_ok(), "run {i}: one instance free plus 2 waiting");
+        assert!(queue.submit(i, 0, 0, feed(&artifact, [1.0; 4]), false, None, &sink).is_ok(), "run {i}: one instance free plus 2 waiting");
     }
     let figures = queue.figures();
     assert_eq!(figures.in_flight + figures.waiting, 3);
-    match queue.submit(3, 0, feed(&artifact, [1.0; 4]), false, None, &sink) {
+    match queue.submit(3, 0, 0, feed(&artifact, [1.0; 4]), false, None, &sink) {
         Err((e, token)) => {
             assert_eq!(token, 3);
             assert_eq!(e.code(), "ERR_ZGC_QUEUE_FULL");
@@ -198,7 +198,7 @@ fn cancel_takes_back_a_run_that_has_not_started_and_close_rejects_the_rest() {
     let core = slow(&artifact, 80.0);
     let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Runtime, usize::MAX, Offload::Always);
     let (sink, rx) = sink();
-    queue.submit(0, 10, feed(&artifact, [3.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+    queue.submit(0, 10, 0, feed(&artifact, [3.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
     // Until the worker has taken run 0 (it then sleeps 80 ms inside it).
     for _ in 0..1000 {
         if queue.shared.nothing_waiting() {
@@ -208,7 +208,7 @@ fn cancel_takes_back_a_run_that_has_not_started_and_close_rejects_the_rest() {
     }
     assert!(queue.shared.nothing_waiting());
     for i in 1..5 {
-        queue.submit(i, 10 + i, feed(&artifact, [4.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(i, 10 + i, 0, feed(&artifact, [4.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
     }
     assert!(queue.cancel(10).is_none(), "a started run cannot be taken back");
     assert_eq!(queue.cancel(12).map(|j| j.token), Some(2));
@@ -217,7 +217,7 @@ fn cancel_takes_back_a_run_that_has_not_started_and_close_rejects_the_rest() {
     let rejected: Vec<u64> = queue.close().into_iter().map(|j| j.token).collect();
     assert_eq!(rejected, vec![1, 3, 4]);
     assert!(queue.closed());
-    assert!(matches!(queue.submit(9, 0, Vec::new(), false, None, &sink), Err((Error::Closed, 9))));
+    assert!(matches!(queue.submit(9, 0, 0, Vec::new(), false, None, &sink), Err((Error::Closed, 9))));
     // The run in flight finishes with its result; then the worker ends.
     let (done, _) = collect(&rx, 1);
     assert_eq!(done[0].0, 0);
@@ -233,8 +233,8 @@ fn close_keeps_the_run_starting_on_a_free_instance_even_when_the_owner_lets_go_o
         let core = slow(&artifact, 0.0);
         let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Runtime, usize::MAX, Offload::Always);
         let (sink, rx) = sink();
-        queue.submit(0, 0, feed(&artifact, [round as f32; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
-        queue.submit(1, 0, feed(&artifact, [9.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(0, 0, 0, feed(&artifact, [round as f32; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(1, 0, 0, feed(&artifact, [9.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
         // Run 0 is running or about to (counted in flight), run 1 waits behind it.
         assert_eq!(queue.figures().in_flight, 1);
         let rejected: Vec<u64> = queue.close().into_iter().map(|j| j.token).collect();
@@ -253,7 +253,7 @@ fn close_keeps_the_run_starting_on_a_free_instance_even_when_the_owner_lets_go_o
     let core = slow(&artifact, 0.0);
     let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Runtime, usize::MAX, Offload::Always);
     let (sink, rx) = sink();
-    queue.submit(0, 0, feed(&artifact, [1.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+    queue.submit(0, 0, 0, feed(&artifact, [1.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
     collect(&rx, 1);
     settles(&queue);
     assert!(queue.close().is_empty());
@@ -275,13 +275,13 @@ fn a_run_whose_instance_is_gone_fails_closed_and_errors_leave_the_queue_working(
     let (sink, rx) = sink();
     let run_status = artifact.source_index("run_status").unwrap();
     let with = |status: i8| vec![artifact.stage_values(run_status, Elements::I8(&[status])).unwrap().into_owned()];
-    queue.submit(0, 0, with(8), false, None, &sink).map_err(|(e, _)| e).unwrap();
-    queue.submit(1, 0, with(0), false, None, &sink).map_err(|(e, _)| e).unwrap();
+    queue.submit(0, 0, 0, with(8), false, None, &sink).map_err(|(e, _)| e).unwrap();
+    queue.submit(1, 0, 0, with(0), false, None, &sink).map_err(|(e, _)| e).unwrap();
     let (done, _) = collect(&rx, 2);
     assert_eq!(done[0].1.as_ref().err().map(Error::code), Some("ERR_ZGC_MISSING_BINDING"));
     assert!(done[1].1.is_ok());
     drop(core); // the runtime was closed while nothing ran
-    queue.submit(2, 0, with(0), false, None, &sink).map_err(|(e, _)| e).unwrap();
+    queue.submit(2, 0, 0, with(0), false, None, &sink).map_err(|(e, _)| e).unwrap();
     let (done, _) = collect(&rx, 1);
     assert!(matches!(done[0].1, Err(Error::Closed)));
 }
@@ -298,7 +298,7 @@ fn batches_are_bounded_in_size_and_time_and_idle_runs_give_hop_samples() {
     // behind it, however slowly this thread submits (under valgrind, say).
     let held = core.lock_unchecked();
     for i in 0..n {
-        queue.submit(i, 0, feed(&artifact, [i as f32; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(i, 0, 0, feed(&artifact, [i as f32; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
     }
     drop(held);
     let (done, sizes) = collect_batches(&rx, n as usize);
@@ -312,7 +312,7 @@ fn batches_are_bounded_in_size_and_time_and_idle_runs_give_hop_samples() {
     let slow_core = slow(&artifact, 5.0);
     let slow_queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&slow_core)], Owner::Runtime, usize::MAX, Offload::Always);
     for i in 0..6 {
-        slow_queue.submit(i, 0, feed(&artifact, [1.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        slow_queue.submit(i, 0, 0, feed(&artifact, [1.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
     }
     let (_, sizes) = collect_batches(&rx, 6);
     assert!(sizes.len() >= 5, "batch sizes {sizes:?}");
@@ -328,11 +328,11 @@ fn stop_refuses_new_runs_and_lets_queued_ones_finish() {
     assert_eq!(queue.lanes(), 2);
     let (sink, rx) = sink();
     for i in 0..6 {
-        queue.submit(i, 0, feed(&artifact, [i as f32; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(i, 0, 0, feed(&artifact, [i as f32; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
     }
     queue.stop();
     assert!(!queue.closed(), "stopped is not closed");
-    assert!(matches!(queue.submit(9, 0, Vec::new(), false, None, &sink), Err((Error::Closed, 9))));
+    assert!(matches!(queue.submit(9, 0, 0, Vec::new(), false, None, &sink), Err((Error::Closed, 9))));
     let (done, _) = collect(&rx, 6);
     let mut tokens: Vec<u64> = done.iter().map(|d| d.0).collect();
     tokens.sort_unstable();

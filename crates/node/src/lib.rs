@@ -548,9 +548,10 @@ impl NativeRuntime {
     }
 
     /// Queues a run with `staged` inputs and returns its promise (an array of output arrays).
-    /// `id` (non-zero) lets `cancel` take it back before it starts.
+    /// `id` (non-zero) lets `cancel` take it back before it starts; it waits behind runs of
+    /// its `priority` or higher.
     #[napi]
-    pub fn submit<'env>(&self, env: &'env Env, staged: &NativeStaged, f16_bits: bool, id: f64) -> napi::Result<Unknown<'env>, Code> {
+    pub fn submit<'env>(&self, env: &'env Env, staged: &NativeStaged, f16_bits: bool, id: f64, priority: i32) -> napi::Result<Unknown<'env>, Code> {
         (|| {
             let core = self.core()?;
             // A run that starts now copies JavaScript-owned bound storage now, on this thread.
@@ -564,7 +565,7 @@ impl NativeRuntime {
             } else {
                 None
             };
-            let promise = self.lanes.submit(env.raw(), staged.feeds.take(), f16_bits, id as u64, temporary)?;
+            let promise = self.lanes.submit(env.raw(), staged.feeds.take(), f16_bits, id as u64, priority, temporary)?;
             Ok(unknown(env, promise))
         })()
         .map_err(thrown(env))
@@ -662,9 +663,9 @@ impl NativePool {
     }
 
     #[napi]
-    pub fn submit<'env>(&self, env: &'env Env, staged: &NativeStaged, f16_bits: bool, id: f64) -> napi::Result<Unknown<'env>, Code> {
+    pub fn submit<'env>(&self, env: &'env Env, staged: &NativeStaged, f16_bits: bool, id: f64, priority: i32) -> napi::Result<Unknown<'env>, Code> {
         (|| {
-            let promise = self.lanes.submit(env.raw(), staged.feeds.take(), f16_bits, id as u64, None)?;
+            let promise = self.lanes.submit(env.raw(), staged.feeds.take(), f16_bits, id as u64, priority, None)?;
             Ok(unknown(env, promise))
         })()
         .map_err(thrown(env))

@@ -97,11 +97,11 @@ impl Lanes {
 
     /// Queues a run and returns its promise. `temporary`: copies of JavaScript-owned storage
     /// already made for a run that starts now.
-    pub fn submit(self: &Rc<Self>, env: sys::napi_env, feeds: Vec<Feed<'static>>, f16_bits: bool, id: u64, temporary: Option<Vec<Temporary>>) -> napi::Result<sys::napi_value, Code> {
+    pub fn submit(self: &Rc<Self>, env: sys::napi_env, feeds: Vec<Feed<'static>>, f16_bits: bool, id: u64, priority: i32, temporary: Option<Vec<Temporary>>) -> napi::Result<sys::napi_value, Code> {
         let (deferred, promise) = new_promise(env)?;
         let sink = self.sink(env)?;
         let dyn_sink: Arc<dyn Sink<Deferred>> = sink.clone();
-        match self.queue.submit(deferred, id, feeds, f16_bits, temporary, &dyn_sink) {
+        match self.queue.submit(deferred, id, priority, feeds, f16_bits, temporary, &dyn_sink) {
             Ok(()) => {
                 if self.outstanding.get() == 0 {
                     sink.0.keep_loop(env, true);
