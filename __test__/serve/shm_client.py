@@ -167,7 +167,8 @@ def slow_request(in_region, out_region=None):
     done = threading.Event()
     box = {}
 
-    def callback(result, error):
+    # tritonclient calls it with keywords.
+    def callback(result=None, error=None):
         box["r"] = ["ok", result.as_numpy("output_0").tolist() if out_region is None else None] if error is None else [str(error.status()), error.message()]
         done.set()
     client.async_infer("slow", [x], callback, outputs=outputs)

@@ -80,6 +80,8 @@ function modelConfig(v) {
     instances: c.instances,
     maxQueue: c.maxQueue,
     timeoutMs: c.timeoutMs,
+    priorityLevels: c.priorityLevels,
+    defaultPriorityLevel: c.defaultPriorityLevel,
     offload: c.offload,
     versionPolicy: c.versionPolicy,
     input: v.signature.inputs.map(({ name, datatype, shape }) => ({ name, data_type: `TYPE_${datatype}`, dims: shape })),

@@ -13,6 +13,7 @@ const { statusOf } = require('./grpc-status');
 const { parseGrpcInfer } = require('./grpc-request');
 const { resolveVersion, settle } = require('./context');
 const { runNow } = require('../pool');
+const { deadline, poolPriority } = require('./schedule');
 
 const bad = (message) => new RequestError(400, message);
 
@@ -69,6 +70,8 @@ function modelInfer(ctx, call, callback) {
     request = readRequest(ctx, v, buf);
     if (!(request instanceof Promise) && request.shmInputs === undefined && request.shmOutputs === undefined) {
       inputMs = performance.now() - parseStart;
+      // A priority past the model's levels is refused, also for a run that would go inline.
+      if (request.priority !== undefined) poolPriority(v.config, request.priority, name);
       const tensors = runNow(v.pool, request.inputs);
       if (tensors !== undefined) {
         const answerStart = performance.now();
@@ -118,21 +121,25 @@ function answer(callback, v, request, tensors) {
   callback(null, { modelName: v.model.name, modelVersion: v.version, id: request.id, outputs });
 }
 
-/** A run on the pool's instances, cancelled with the call and limited by the model's timeoutMs. */
+/**
+ * A run on the pool's instances at the request's priority, cancelled with the call and limited
+ * by its deadline (the model's timeoutMs, or the request's shorter timeout).
+ */
 async function offloaded(call, v, name, request) {
+  const limit = deadline(v.config, request.timeoutUs, name);
+  const priority = poolPriority(v.config, request.priority, name);
   const controller = new AbortController();
   const onCancel = () => controller.abort(Object.assign(new Error('the call was cancelled'), { name: 'AbortError' }));
   call.once('cancelled', onCancel);
-  const timeoutMs = v.config.timeoutMs;
   let timer = null;
-  const run = v.pool.run(request.inputs, { signal: controller.signal });
-  const limited = timeoutMs > 0
+  const run = v.pool.run(request.inputs, { signal: controller.signal, priority });
+  const limited = limit.ms > 0
     ? Promise.race([run, new Promise((_, reject) => {
         timer = setTimeout(() => {
-          const err = new RequestError(504, `model "${name}" did not answer within ${timeoutMs} ms`);
+          const err = new RequestError(504, limit.message);
           controller.abort(err);
           reject(err);
-        }, timeoutMs);
+        }, limit.ms);
       })])
     : run;
   try {

@@ -4,7 +4,7 @@
 // values from its typed contents or its raw bytes, and the outputs asked for. Pure, so that
 // the parser threads (parse-worker.js) run it too.
 
-const { RequestError, placement, shmInput, shmOutput } = require('./protocol');
+const { RequestError, placement, shmInput, shmOutput, scheduleOf } = require('./protocol');
 const { listText: shapeText } = require('./elide');
 
 const ARRAY = { FP32: Float32Array, FP16: Uint16Array, INT8: Int8Array, BOOL: Uint8Array };
@@ -112,7 +112,8 @@ function parseGrpcInfer(sig, msg) {
       return o;
     });
   }
-  return { id: msg.id, inputs, outputs, shmInputs, shmOutputs };
+  const { priority, timeoutUs } = scheduleOf(paramsOf(msg.parameters));
+  return { id: msg.id, inputs, outputs, shmInputs, shmOutputs, priority, timeoutUs };
 }
 
 module.exports = { parseGrpcInfer };

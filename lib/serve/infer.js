@@ -14,6 +14,7 @@ const { outcomeOf } = require('./outcomes');
 const { send, JSON_TYPE } = require('./respond');
 const { resolveVersion, settle } = require('./context');
 const { runNow } = require('../pool');
+const { deadline, poolPriority } = require('./schedule');
 
 async function infer(ctx, req, res, name, versionText, started) {
   const { config, state, budget, parsers, repository, metrics } = ctx;
@@ -35,10 +36,12 @@ async function infer(ctx, req, res, name, versionText, started) {
     if (state.draining) res.shouldKeepAlive = false;
     if (message !== undefined) send(res, status, code === undefined ? { error: message } : { error: message, code }, headers);
   };
-  // A run that waits for a worker: the timeout answers 504 and takes it off the queue; a
-  // client that goes away takes it off too.
-  const offloaded = (version, inputs) => {
-    const timeoutMs = version.config.timeoutMs;
+  // A run that waits for a worker: the deadline (the model's timeoutMs, or the request's
+  // shorter timeout) answers 504 and takes it off the queue, or drops its answer; a client that
+  // goes away takes it off too.
+  const offloaded = (version, request) => {
+    const limit = deadline(version.config, request.timeoutUs, name);
+    const priority = poolPriority(version.config, request.priority, name);
     controller = new AbortController();
     const onClose = () => {
       if (!answered) {
@@ -48,15 +51,15 @@ async function infer(ctx, req, res, name, versionText, started) {
       }
     };
     res.once('close', onClose);
-    if (timeoutMs > 0) {
+    if (limit.ms > 0) {
       timer = setTimeout(() => {
         outcome = 'timeout';
-        const err = new RequestError(504, `model "${name}" did not answer within ${timeoutMs} ms`);
+        const err = new RequestError(504, limit.message);
         controller.abort(err);
         answer(504, err.message);
-      }, timeoutMs);
+      }, limit.ms);
     }
-    return version.pool.run(inputs, { signal: controller.signal }).finally(() => {
+    return version.pool.run(request.inputs, { signal: controller.signal, priority }).finally(() => {
       if (timer !== null) clearTimeout(timer);
       res.off('close', onClose);
     });
@@ -85,10 +88,12 @@ async function infer(ctx, req, res, name, versionText, started) {
       if (answered) return;
     }
     inputMs = performance.now() - parseStart;
+    // A priority past the model's levels is refused, also for a run that would go inline.
+    if (request.priority !== undefined) poolPriority(v.config, request.priority, name);
     // A run the pool does inline is over before this returns: no timer, no signal, no
     // cancel on close, no promise (a signal's listeners alone cost more than a tiny run).
     let tensors = runNow(v.pool, request.inputs);
-    if (tensors === undefined) tensors = await offloaded(v, request.inputs);
+    if (tensors === undefined) tensors = await offloaded(v, request);
     if (answered) return;
     const formatStart = performance.now();
     if (request.shmOutputs !== undefined) await ctx.shm.deliver(request, held, tensors);

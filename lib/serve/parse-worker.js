@@ -22,8 +22,8 @@ parentPort.on('message', ({ kind, sig, body, headerLength }) => {
     const signature = signatureFromPortable(sig);
     let request;
     if (kind === 'grpc') {
-      const { id, inputs, outputs, shmInputs, shmOutputs } = parseGrpcInfer(signature, decode(messages.ModelInferRequest, body, 0, body.length, signature.limits));
-      request = { id, inputs, outputNames: outputs.map((o) => o.name), shmInputs, shmOutputs };
+      const { outputs, ...rest } = parseGrpcInfer(signature, decode(messages.ModelInferRequest, body, 0, body.length, signature.limits));
+      request = { ...rest, outputNames: outputs.map((o) => o.name) };
     } else {
       request = parseInfer(signature, body, headerLength);
     }

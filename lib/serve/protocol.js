@@ -387,7 +387,20 @@ function parseInfer(sig, body, headerLength) {
   }
   const wanted = requested(sig, outputs, binaryOutput);
   const shmOutputs = shmOutputsOf(wanted);
-  return { id, inputs: runInputs, outputs: wanted, shmInputs, shmOutputs };
+  const { priority, timeoutUs } = scheduleOf(parameters);
+  return { id, inputs: runInputs, outputs: wanted, shmInputs, shmOutputs, priority, timeoutUs };
+}
+
+/**
+ * A request's schedule parameters, Triton's: `priority` (1 is the highest; 0 or none, the
+ * model's default) and `timeout` (microseconds; 0 or none, the model's). Undefined when not given.
+ */
+function scheduleOf(params) {
+  if (params === null || typeof params !== 'object') return {};
+  const { priority, timeout } = params;
+  if (priority !== undefined && (!Number.isSafeInteger(priority) || priority < 0)) throw bad(`parameter "priority" must be a non-negative integer (1 is the highest; 0, the model's default), got ${describe(priority)}`);
+  if (timeout !== undefined && (!Number.isSafeInteger(timeout) || timeout < 0)) throw bad(`parameter "timeout" must be a non-negative integer of microseconds, got ${describe(timeout)}`);
+  return { priority, timeoutUs: timeout };
 }
 
 /**
@@ -512,4 +525,4 @@ function formatInfer(modelName, version, id, wanted, tensors) {
   return pending ? Promise.all(parts).then(joinBytes) : join(parts);
 }
 
-module.exports = { DATATYPE, RequestError, signatureOf, signatureFromPortable, parseInfer, formatInfer, readHeader, placement, shmInput, shmOutput, ARRAY, TAKE_BYTES };
+module.exports = { DATATYPE, RequestError, signatureOf, signatureFromPortable, parseInfer, formatInfer, readHeader, placement, shmInput, shmOutput, scheduleOf, ARRAY, TAKE_BYTES };

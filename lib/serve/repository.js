@@ -14,7 +14,7 @@ const { signatureOf } = require('./protocol');
 
 const NAME = /^[A-Za-z0-9_.-]+$/;
 const VERSION = /^[1-9][0-9]*$|^0$/;
-const CONFIG_KEYS = ['instances', 'maxQueue', 'timeoutMs', 'offload', 'isolate', 'maxMemoryMb', 'versionPolicy', 'outputs', 'parameters'];
+const CONFIG_KEYS = ['instances', 'maxQueue', 'timeoutMs', 'priorityLevels', 'defaultPriorityLevel', 'offload', 'isolate', 'maxMemoryMb', 'versionPolicy', 'outputs', 'parameters'];
 
 class LoadError extends Error {}
 
@@ -98,6 +98,8 @@ function settle(config, defaults, where) {
     instances: positive('instances', config.instances ?? defaults.poolSize),
     maxQueue: positive('maxQueue', config.maxQueue ?? defaults.maxQueue, true),
     timeoutMs: positive('timeoutMs', config.timeoutMs ?? defaults.timeoutMs, true),
+    priorityLevels: positive('priorityLevels', config.priorityLevels ?? 0, true),
+    defaultPriorityLevel: positive('defaultPriorityLevel', config.defaultPriorityLevel ?? 0, true),
     offload: config.offload ?? defaults.offload ?? 'auto',
     isolate: config.isolate ?? defaults.isolate ?? 'none',
     maxMemoryMb: config.maxMemoryMb === undefined ? undefined : positive('maxMemoryMb', config.maxMemoryMb),
@@ -105,6 +107,7 @@ function settle(config, defaults, where) {
     outputs: config.outputs,
     parameters: config.parameters ?? {},
   };
+  if (out.priorityLevels > 0 && out.defaultPriorityLevel > out.priorityLevels) throw new LoadError(`${where}: "defaultPriorityLevel" ${out.defaultPriorityLevel} is past "priorityLevels" ${out.priorityLevels}`);
   if (out.isolate !== 'none' && out.isolate !== 'process') throw new LoadError(`${where}: "isolate" must be "none" or "process", got ${JSON.stringify(out.isolate)}`);
   if (out.maxMemoryMb !== undefined && out.isolate !== 'process') throw new LoadError(`${where}: "maxMemoryMb" needs "isolate": "process"`);
   if (!['auto', 'always', 'never'].includes(out.offload)) throw new LoadError(`${where}: "offload" must be "auto", "always" or "never", got ${JSON.stringify(out.offload)}`);
