@@ -127,7 +127,7 @@ const describeName = (name) => JSON.stringify(typeof name === 'string' && name.l
 
 /** The protocol extensions the server offers, which its metadata lists (REST and gRPC). */
 function extensionsOf(ctx) {
-  const list = ['binary_tensor_data', 'model_repository', 'metrics', 'statistics'];
+  const list = ['binary_tensor_data', 'model_repository', 'metrics', 'statistics', 'schedule_policy', 'classification'];
   if (ctx.shm.allowed) list.push('system_shared_memory');
   return list;
 }

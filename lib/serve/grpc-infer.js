@@ -6,7 +6,8 @@
 // run is inline: no promise or microtask per call.
 
 const { decode, messages } = require('./pb');
-const { RequestError } = require('./protocol');
+const { RequestError, classified } = require('./protocol');
+const { bytesTensor } = require('./classification');
 const { overBudget } = require('./body');
 const { OFF_THREAD_BYTES } = require('./parsers');
 const { statusOf } = require('./grpc-status');
@@ -118,6 +119,15 @@ const NO_BYTES = new Uint8Array(0);
 function answer(callback, v, request, tensors) {
   const inShm = request.shmOutputs === undefined ? null : new Set(request.shmOutputs.map((o) => o.name));
   const outputs = request.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape, data: inShm !== null && inShm.has(o.name) ? NO_BYTES : tensors[o.index].data }));
+  // Outputs asked for as their top classes: BYTES strings, length-prefixed.
+  if (request.classes !== undefined) {
+    for (const { name, k } of request.classes) {
+      const at = request.outputs.findIndex((o) => o.name === name);
+      const o = request.outputs[at];
+      const { shape, strings } = classified(o, tensors[o.index].data, k, v.signature.labels);
+      outputs[at] = { name, datatype: 'BYTES', shape, data: bytesTensor(strings) };
+    }
+  }
   callback(null, { modelName: v.model.name, modelVersion: v.version, id: request.id, outputs });
 }
 

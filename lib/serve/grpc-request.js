@@ -4,7 +4,7 @@
 // values from its typed contents or its raw bytes, and the outputs asked for. Pure, so that
 // the parser threads (parse-worker.js) run it too.
 
-const { RequestError, placement, shmInput, shmOutput, scheduleOf } = require('./protocol');
+const { RequestError, placement, shmInput, shmOutput, scheduleOf, classCountOf } = require('./protocol');
 const { listText: shapeText } = require('./elide');
 
 const ARRAY = { FP32: Float32Array, FP16: Uint16Array, INT8: Int8Array, BOOL: Uint8Array };
@@ -100,6 +100,8 @@ function parseGrpcInfer(sig, msg) {
   }
   let outputs = sig.outputs;
   let shmOutputs;
+  // [{ name, k }] of the outputs answered by their top k classes.
+  let classes;
   if (msg.outputs.length > 0) {
     const seen = new Set();
     outputs = msg.outputs.map((r) => {
@@ -107,13 +109,16 @@ function parseGrpcInfer(sig, msg) {
       if (o === undefined) throw bad(`output "${r.name}": the model has no such output (its outputs: ${sig.outputs.map((x) => x.name).join(', ')})`);
       if (seen.has(o.name)) throw bad(`output "${o.name}" is requested twice`);
       seen.add(o.name);
-      const shm = placement(`output "${o.name}"`, paramsOf(r.parameters));
+      const params = paramsOf(r.parameters);
+      const k = classCountOf(o, params);
+      if (k !== undefined) (classes ||= []).push({ name: o.name, k });
+      const shm = placement(`output "${o.name}"`, params);
       if (shm !== undefined) (shmOutputs ||= []).push(shmOutput(o, shm));
       return o;
     });
   }
   const { priority, timeoutUs } = scheduleOf(paramsOf(msg.parameters));
-  return { id: msg.id, inputs, outputs, shmInputs, shmOutputs, priority, timeoutUs };
+  return { id: msg.id, inputs, outputs, shmInputs, shmOutputs, classes, priority, timeoutUs };
 }
 
 module.exports = { parseGrpcInfer };

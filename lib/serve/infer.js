@@ -97,7 +97,7 @@ async function infer(ctx, req, res, name, versionText, started) {
     if (answered) return;
     const formatStart = performance.now();
     if (request.shmOutputs !== undefined) await ctx.shm.deliver(request, held, tensors);
-    let formatted = formatInfer(v.model.name, v.version, request.id, request.outputs, tensors);
+    let formatted = formatInfer(v.model.name, v.version, request.id, request.outputs, tensors, v.signature.labels);
     // Large float outputs are written off the event loop.
     if (formatted instanceof Promise) formatted = await formatted;
     if (answered) return;

@@ -24,6 +24,8 @@ class RequestError extends Error {
 
 const bad = (message) => new RequestError(400, message);
 const { listText: shapeText } = require('./elide');
+const { classify, bytesTensor } = require('./classification');
+const { f16Value } = require('../numbers');
 
 /*
  * NaN, Infinity and -Infinity: JSON has no numbers for them, but Python's json (and so
@@ -423,6 +425,18 @@ function placement(what, params) {
   return { region, offset, byteSize };
 }
 
+/** The class count a requested output's parameters ask for (`classification`), or undefined. */
+function classCountOf(output, params) {
+  if (params === null || typeof params !== 'object' || params.classification === undefined) return undefined;
+  const k = params.classification;
+  if (!Number.isSafeInteger(k) || k < 0) throw bad(`output "${output.name}": classification must be a non-negative integer (the number of classes), got ${describe(k)}`);
+  if (k === 0) return undefined;
+  if (output.datatype === 'BOOL') throw bad(`output "${output.name}": classification needs numbers, the output is BOOL`);
+  if (output.shape.length === 0) throw bad(`output "${output.name}": classification needs at least one dimension, the output is a scalar`);
+  if (params.shared_memory_region !== undefined) throw bad(`output "${output.name}": classification answers strings, which do not go into shared memory`);
+  return k;
+}
+
 /** An input read from shared memory: its size must be the tensor's, as Triton requires. */
 function shmInput(input, place) {
   if (place.byteSize !== input.bytes) throw bad(`input "${input.name}": shared_memory_byte_size is ${place.byteSize} bytes, ${input.datatype} of shape ${shapeText(input.shape)} takes ${input.bytes}`);
@@ -455,10 +469,11 @@ function requested(sig, outputs, binaryOutput) {
     if (seen.has(output.name)) throw bad(`output "${output.name}" is requested twice`);
     seen.add(output.name);
     const p = r.parameters;
+    const classes = classCountOf(output, p);
     const shm = placement(`output "${output.name}"`, p);
     if (shm !== undefined) return { output, binary: false, shm };
     const binary = p !== null && typeof p === 'object' && p.binary_data !== undefined ? p.binary_data === true : binaryOutput;
-    return { output, binary };
+    return classes === undefined ? { output, binary } : { output, binary, classes };
   });
 }
 
@@ -487,14 +502,22 @@ function jsonData(datatype, data) {
  * Promise of it when a large float output is written off the event loop; its head is then a
  * Buffer of the UTF-8 text, as that output's text came.
  */
-function formatInfer(modelName, version, id, wanted, tensors) {
+function formatInfer(modelName, version, id, wanted, tensors, labels) {
   const parts = [];
   const chunks = [];
   let pending = false;
   for (let i = 0; i < wanted.length; i++) {
-    const { output, binary, shm } = wanted[i];
+    const { output, binary, shm, classes } = wanted[i];
     const data = tensors[output.index].data;
-    if (shm !== undefined) {
+    if (classes !== undefined) {
+      const { shape, strings } = classified(output, data, classes, labels);
+      const prefix = `{"name":${JSON.stringify(output.name)},"datatype":"BYTES","shape":${JSON.stringify(shape)},`;
+      if (binary) {
+        const bytes = bytesTensor(strings);
+        parts.push(`${prefix}"parameters":{"binary_data_size":${bytes.length}}}`);
+        chunks.push(bytes);
+      } else parts.push(prefix, '"data":', JSON.stringify(strings), '}');
+    } else if (shm !== undefined) {
       // Written into the client's region already: the answer says where.
       const at = shm.offset === 0 ? '' : `,"shared_memory_offset":${shm.offset}`;
       parts.push(`${output.prefix}"parameters":{"shared_memory_region":${JSON.stringify(shm.region)},"shared_memory_byte_size":${data.byteLength}${at}}}`);
@@ -525,4 +548,10 @@ function formatInfer(modelName, version, id, wanted, tensors) {
   return pending ? Promise.all(parts).then(joinBytes) : join(parts);
 }
 
-module.exports = { DATATYPE, RequestError, signatureOf, signatureFromPortable, parseInfer, formatInfer, readHeader, placement, shmInput, shmOutput, scheduleOf, ARRAY, TAKE_BYTES };
+/** An output's top classes: `{ shape, strings }` (FP16 values are decoded from their bits). */
+function classified(output, data, k, labels) {
+  const decode = output.datatype === 'FP16' ? f16Value : Number;
+  return classify(data, output.shape, k, labels === undefined ? undefined : labels.get(output.name), decode);
+}
+
+module.exports = { classified, classCountOf, DATATYPE, RequestError, signatureOf, signatureFromPortable, parseInfer, formatInfer, readHeader, placement, shmInput, shmOutput, scheduleOf, ARRAY, TAKE_BYTES };

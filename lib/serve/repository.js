@@ -14,7 +14,7 @@ const { signatureOf } = require('./protocol');
 
 const NAME = /^[A-Za-z0-9_.-]+$/;
 const VERSION = /^[1-9][0-9]*$|^0$/;
-const CONFIG_KEYS = ['instances', 'maxQueue', 'timeoutMs', 'priorityLevels', 'defaultPriorityLevel', 'offload', 'isolate', 'maxMemoryMb', 'versionPolicy', 'outputs', 'parameters'];
+const CONFIG_KEYS = ['instances', 'maxQueue', 'timeoutMs', 'priorityLevels', 'defaultPriorityLevel', 'labels', 'offload', 'isolate', 'maxMemoryMb', 'versionPolicy', 'outputs', 'parameters'];
 
 class LoadError extends Error {}
 
@@ -106,6 +106,7 @@ function settle(config, defaults, where) {
     versionPolicy: config.versionPolicy ?? 'latest',
     outputs: config.outputs,
     parameters: config.parameters ?? {},
+    labels: config.labels ?? {},
   };
   if (out.priorityLevels > 0 && out.defaultPriorityLevel > out.priorityLevels) throw new LoadError(`${where}: "defaultPriorityLevel" ${out.defaultPriorityLevel} is past "priorityLevels" ${out.priorityLevels}`);
   if (out.isolate !== 'none' && out.isolate !== 'process') throw new LoadError(`${where}: "isolate" must be "none" or "process", got ${JSON.stringify(out.isolate)}`);
@@ -120,6 +121,10 @@ function settle(config, defaults, where) {
     throw new LoadError(`${where}: "outputs" must be an array of output names, got ${JSON.stringify(out.outputs)}`);
   }
   if (out.parameters === null || typeof out.parameters !== 'object' || Array.isArray(out.parameters)) throw new LoadError(`${where}: "parameters" must be an object of source name -> .npy file`);
+  const labels = out.labels;
+  if (labels === null || typeof labels !== 'object' || Array.isArray(labels) || !Object.values(labels).every((f) => typeof f === 'string' && f !== '')) {
+    throw new LoadError(`${where}: "labels" must be an object of output name -> labels file (one label a line)`);
+  }
   return out;
 }
 
@@ -150,6 +155,25 @@ function parameterFile(model, where, file) {
   const candidates = path.isAbsolute(file) ? [file] : [path.join(where.dir, file), ...(model.origin.dir ? [path.join(model.origin.dir, file)] : [])];
   for (const c of candidates) if (fs.existsSync(c)) return c;
   throw new LoadError(`parameter file ${JSON.stringify(file)} not found (looked in ${candidates.join(', ')})`);
+}
+
+/** The classification labels of each output config "labels" names: its file's lines, in index order. */
+function labelsOf(model, where, config, signature) {
+  const out = new Map();
+  for (const [name, file] of Object.entries(config.labels)) {
+    if (!signature.outputByName.has(name)) throw new LoadError(`config "labels" names "${name}", which is no output (outputs: ${signature.outputs.map((o) => o.name).join(', ')})`);
+    const found = parameterFile(model, where, file);
+    let text;
+    try {
+      text = fs.readFileSync(found, 'utf8');
+    } catch (err) {
+      throw new LoadError(`labels file ${found} cannot be read: ${err.code || err.message}`);
+    }
+    const lines = text.split(/\r?\n/);
+    if (lines[lines.length - 1] === '') lines.pop();
+    out.set(name, lines);
+  }
+  return out;
 }
 
 /** Reads each PARAMETER file once and says how each instance takes it: `set` (logical values) or `bind` (physical storage). */
@@ -220,6 +244,8 @@ function openVersion(model, where, config) {
         }
         if (config.outputs !== undefined && new Set(config.outputs).size !== config.outputs.length) throw new LoadError('config "outputs" names an output twice');
         signature = signatureOf(rt, config.outputs);
+        // Kept off the portable signature that parser threads are sent.
+        signature.labels = labelsOf(model, where, config, signature);
       }
       // Bound storage is shared by the instances: the artifact reads it and never writes it.
       for (const p of plan) {

@@ -1,0 +1,93 @@
+'use strict';
+
+// The classification extension (issue 38) through the real tritonclient, HTTP (binary and
+// JSON) and gRPC: an output asked for with class_count=k answers its top k per row as
+// "score:index[:label]" strings. Expected strings are made here from the same outputs' plain
+// values, with labels from the file the model's config names.
+const fs = require('node:fs');
+const path = require('node:path');
+const { spawn } = require('node:child_process');
+const { rng, randomF32 } = require('../helpers');
+const { makeRepository, writeModel, listenInProcess } = require('../serve/setup');
+
+const testDir = path.join(__dirname, '..');
+const PYTHON = { http: path.join(testDir, '..', '.venv-ref', 'bin', 'python'), grpc: path.join(testDir, '..', '.venv-grpc', 'bin', 'python') };
+const hasClients = fs.existsSync(PYTHON.http) && fs.existsSync(PYTHON.grpc);
+
+function client(protocol, port, plan) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(PYTHON[protocol], [path.join(__dirname, 'classification_client.py'), protocol, `127.0.0.1:${port}`], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('exit', (status) => (status === 0 ? resolve(JSON.parse(stdout)) : reject(new Error(`classification_client.py ${protocol} failed (${status}): ${stderr}`))));
+    child.stdin.end(JSON.stringify(plan));
+  });
+}
+
+/** The top k of each row (the last dimension) of `values` in `shape`, highest first, ties by index. */
+function topK(values, shape, k, labels = []) {
+  const n = shape[shape.length - 1];
+  const out = [];
+  for (let row = 0; row * n < values.length; row++) {
+    const entries = values.slice(row * n, row * n + n).map((v, i) => [v, i]);
+    entries.sort((p, q) => q[0] - p[0] || p[1] - q[1]);
+    for (const [v, i] of entries.slice(0, Math.min(k, n))) out.push(`${v.toFixed(6)}:${i}${i < labels.length ? `:${labels[i]}` : ''}`);
+  }
+  return [out, [...shape.slice(0, -1), Math.min(k, n)]];
+}
+
+(hasClients ? describe : describe.skip)('the classification extension (issue 38)', () => {
+  let server;
+  let grpcPort;
+  let repo;
+  const LABELS = ['cat', 'dog', 'bird'];
+  beforeAll(async () => {
+    ({ repo } = makeRepository());
+    // Three labels for four classes: the fourth has none.
+    writeModel(repo, 'labelled', { 1: 'add' }, { outputs: ['scores'], labels: { scores: 'labels.txt' } }, { 'labels.txt': `${LABELS.join('\n')}\n` });
+    server = await listenInProcess([repo]);
+    grpcPort = await server.server.listenGrpc(0, '127.0.0.1');
+  });
+  afterAll(async () => {
+    await server.stop();
+    fs.rmSync(repo, { recursive: true, force: true });
+  });
+
+  for (const protocol of ['http', 'grpc']) {
+    test(`${protocol}: each row's top k as score:index[:label], over FP32, FP16 and INT8`, async () => {
+      const next = rng(protocol === 'http' ? 3801 : 3802);
+      const ints = (n, lo, hi) => Array.from({ length: n }, () => lo + Math.floor(next() * (hi - lo + 1)));
+      const plan = {
+        dtypes: { x: Array.from(randomF32(next, 6)), h: ints(4, -64, 64).map((v) => v / 8), q: ints(5, -128, 127), m: ints(5, 0, 1).map(Boolean) },
+        add: [Array.from(randomF32(next, 4)), Array.from(randomF32(next, 4))],
+      };
+      const seen = await client(protocol, protocol === 'http' ? server.port : grpcPort, plan);
+      const expected = {
+        o0: topK(seen.plain.o0, [2, 3], 2),
+        o1: topK(seen.plain.o1, [4], 3),
+        // k past the row: the whole row, sorted.
+        o2: topK(seen.plain.o2, [5], 10),
+      };
+      expect(seen.classes).toEqual(expected);
+      if (protocol === 'http') expect(seen.classes_json).toEqual(expected);
+      const sums = plan.add[0].map((v, i) => Math.fround(Math.fround(v) + Math.fround(plan.add[1][i])));
+      expect(seen.labelled).toEqual(topK(sums, [4], 4, LABELS));
+      expect(seen.bool).toEqual([protocol === 'http' ? '400' : 'StatusCode.INVALID_ARGUMENT', 'output "o3": classification needs numbers, the output is BOOL']);
+    }, 60000);
+  }
+
+  test('a labels file for no output, or that cannot be read, keeps the model from loading', async () => {
+    const { createServer } = require('../../lib/serve');
+    const bad = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'zgc-labels-'));
+    try {
+      writeModel(bad, 'm', { 1: 'add' }, { labels: { nope: 'labels.txt' } }, { 'labels.txt': 'a\n' });
+      expect(() => createServer({ models: bad })).toThrow(/config "labels" names "nope", which is no output \(outputs: output_0\)/);
+      writeModel(bad, 'm', { 1: 'add' }, { labels: { output_0: 'missing.txt' } });
+      expect(() => createServer({ models: bad })).toThrow(/parameter file "missing.txt" not found/);
+    } finally {
+      fs.rmSync(bad, { recursive: true, force: true });
+    }
+  });
+});
