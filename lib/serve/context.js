@@ -16,9 +16,9 @@ const { createRegions } = require('./shm');
 function createContext(config) {
   const defaults = { poolSize: config.poolSize, maxQueue: config.maxQueue, timeoutMs: config.timeoutMs, offload: config.offload, isolate: config.isolate };
   let metrics;
-  const repository = new ModelRepository(config.models, defaults, { onRetired: (v) => metrics.retire(v) });
-  metrics = createMetrics(repository);
   const log = config.log === undefined ? () => {} : config.log;
+  const repository = new ModelRepository(config.models, defaults, { onRetired: (v) => metrics.retire(v), log });
+  metrics = createMetrics(repository);
   repository.loadAll();
   for (const v of repository.served()) log(`model "${v.model.name}" version ${v.version} ready (${v.pool.size} instances)`);
   const budget = createBudget(config.maxInflightBytes);

@@ -11,6 +11,7 @@ const { refusal } = require('./restricted');
 const { STATUS, grpcError, statusOf } = require('./grpc-status');
 const { modelInfer } = require('./grpc-infer');
 const { modelStatistics } = require('./statistics');
+const { LoadError } = require('./repository');
 const { resolveVersion: resolveVersionIn, metadata, notServing, controlOff } = require('./context');
 
 const SERVICE = 'inference.GRPCInferenceService';
@@ -63,7 +64,7 @@ function implementation(ctx, extensions, version) {
         log(`model "${name}" ${action === 'load' ? 'loaded' : 'unloaded'} by request (gRPC)`);
         Promise.resolve(done).then(
           () => callback(null, {}),
-          (err) => callback(grpcError(STATUS.INTERNAL, `failed to ${action} model "${name}": ${err.message}`)),
+          (err) => callback(grpcError(err instanceof LoadError ? STATUS.INVALID_ARGUMENT : STATUS.INTERNAL, `failed to ${action} model "${name}": ${err.message}`)),
         );
       } catch (err) {
         if (err instanceof RequestError) callback(statusOf(err, name).error);

@@ -11,10 +11,11 @@ const path = require('node:path');
 const { createPool } = require('../pool');
 const { parseNpy } = require('../npy');
 const { signatureOf } = require('./protocol');
+const { checkWarmup, warmupPlan, warmUp } = require('./warmup');
 
 const NAME = /^[A-Za-z0-9_.-]+$/;
 const VERSION = /^[1-9][0-9]*$|^0$/;
-const CONFIG_KEYS = ['instances', 'maxQueue', 'timeoutMs', 'priorityLevels', 'defaultPriorityLevel', 'labels', 'offload', 'isolate', 'maxMemoryMb', 'versionPolicy', 'outputs', 'parameters'];
+const CONFIG_KEYS = ['instances', 'maxQueue', 'timeoutMs', 'priorityLevels', 'defaultPriorityLevel', 'labels', 'warmup', 'offload', 'isolate', 'maxMemoryMb', 'versionPolicy', 'outputs', 'parameters'];
 
 class LoadError extends Error {}
 
@@ -31,11 +32,14 @@ class Model {
     this.stamp = null;
     /** Unloaded by request: polling leaves it unloaded. */
     this.unloaded = false;
+    /** The load whose versions warm up now (a newer load or an unload replaces it). */
+    this.warming = null;
   }
 
   /** READY while any version serves: a failed reload leaves the old ones serving. */
   get state() {
-    return this.versions.size > 0 ? 'READY' : 'UNAVAILABLE';
+    if (this.versions.size > 0) return 'READY';
+    return this.warming !== null ? 'LOADING' : 'UNAVAILABLE';
   }
 
   get latest() {
@@ -107,6 +111,7 @@ function settle(config, defaults, where) {
     outputs: config.outputs,
     parameters: config.parameters ?? {},
     labels: config.labels ?? {},
+    warmup: checkWarmup(config.warmup, where),
   };
   if (out.priorityLevels > 0 && out.defaultPriorityLevel > out.priorityLevels) throw new LoadError(`${where}: "defaultPriorityLevel" ${out.defaultPriorityLevel} is past "priorityLevels" ${out.priorityLevels}`);
   if (out.isolate !== 'none' && out.isolate !== 'process') throw new LoadError(`${where}: "isolate" must be "none" or "process", got ${JSON.stringify(out.isolate)}`);
@@ -226,6 +231,7 @@ function openVersion(model, where, config) {
   const isolated = config.isolate === 'process';
   let plan;
   let signature;
+  let warmup;
   // In-process, loaded from its bytes: each load is a library of its own (a path already
   // loaded would be handed back by dlopen), and rewriting model.so in place cannot touch a
   // running one. Isolated, each instance's process loads the file (and checks, when it
@@ -246,6 +252,7 @@ function openVersion(model, where, config) {
         signature = signatureOf(rt, config.outputs);
         // Kept off the portable signature that parser threads are sent.
         signature.labels = labelsOf(model, where, config, signature);
+        warmup = warmupPlan(config.warmup, signature, (file) => parameterFile(model, where, file));
       }
       // Bound storage is shared by the instances: the artifact reads it and never writes it.
       for (const p of plan) {
@@ -255,7 +262,9 @@ function openVersion(model, where, config) {
       }
     },
   });
-  return new Version(model, where.version, pool, signature, config);
+  const version = new Version(model, where.version, pool, signature, config);
+  version.warmup = warmup;
+  return version;
 }
 
 class ModelRepository {
@@ -263,8 +272,11 @@ class ModelRepository {
    * `models`: repository directories, `name=path` (an artifact or a model directory) or
    * artifact paths. `defaults`: poolSize, maxQueue, timeoutMs, offload.
    */
-  constructor(models, defaults, { onRetired } = {}) {
+  constructor(models, defaults, { onRetired, log } = {}) {
     this.defaults = defaults;
+    this.log = log || (() => {});
+    /** Versions built by a load and warming up, not serving yet. */
+    this.warming = new Set();
     this.roots = [];
     this.models = new Map();
     /** Versions switched out whose pools are finishing their runs. */
@@ -354,11 +366,63 @@ class ModelRepository {
       model.reason = err.message;
       throw err instanceof LoadError ? err : new LoadError(err.message);
     }
+    model.stamp = stamp;
+    if (built.every((v) => v.warmup.length === 0)) {
+      model.warming = null;
+      return this.#switchTo(model, built);
+    }
+    return this.#warm(model, built);
+  }
+
+  /** Serves `built` in place of the model's versions; resolves once the old ones are closed. */
+  #switchTo(model, built) {
     const old = [...model.versions.values()];
     model.versions = new Map(built.map((v) => [v.version, v]));
     model.reason = '';
-    model.stamp = stamp;
     return this.#retire(old);
+  }
+
+  /**
+   * Warms `built` up, then serves it, unless a newer load or an unload came meanwhile. The
+   * promise has `warm`: it settles when the versions serve (or their warmup failed).
+   */
+  #warm(model, built) {
+    const token = {};
+    model.warming = token;
+    if (model.versions.size === 0) model.reason = 'warming up';
+    for (const v of built) this.warming.add(v);
+    const letGo = () => {
+      for (const v of built) {
+        this.warming.delete(v);
+        v.pool.close();
+      }
+    };
+    let retiring;
+    const warm = Promise.all(built.map((v) => warmUp(v, v.warmup).catch((err) => Promise.reject(new LoadError(`version ${v.version}: ${err.message}`))))).then(
+      () => {
+        if (model.warming !== token) {
+          letGo();
+          return;
+        }
+        for (const v of built) this.warming.delete(v);
+        model.warming = null;
+        for (const v of built) this.log(`model "${model.name}" version ${v.version} ready (${v.pool.size} instances, warmed up)`);
+        retiring = this.#switchTo(model, built);
+      },
+      (err) => {
+        letGo();
+        if (model.warming === token) {
+          model.warming = null;
+          model.reason = err.message;
+          this.log(`model "${model.name}" did not load: ${err.message}`);
+        }
+        throw err;
+      },
+    );
+    // `warm` settles at the switch; `done`, as a load without warmup, once the old versions closed.
+    const done = warm.then(() => retiring);
+    done.warm = warm;
+    return done;
   }
 
   /** Drains and closes switched-out versions; resolves when they are closed. */
@@ -382,6 +446,8 @@ class ModelRepository {
     model.versions = new Map();
     model.reason = 'unloaded';
     model.unloaded = true;
+    // A load warming up is dropped when its warmup ends.
+    model.warming = null;
     return this.#retire(old);
   }
 
@@ -391,7 +457,8 @@ class ModelRepository {
     if (this.models.size === 0) throw new LoadError(`no models found in ${this.roots.join(', ') || 'the arguments'}`);
     for (const [name, model] of this.models) {
       try {
-        this.#load(model, this.stampOf(model));
+        // A warmup's failure is not the start's: the model stays unavailable, with the reason logged.
+        this.#load(model, this.stampOf(model)).catch(() => {});
       } catch (err) {
         throw new LoadError(`model "${name}": ${err.message}`);
       }
@@ -407,7 +474,7 @@ class ModelRepository {
       const stamp = this.stampOf(model);
       if (stamp === model.stamp) continue;
       try {
-        this.#load(model, stamp);
+        this.#load(model, stamp).catch(() => {});
         done.push({ name: model.name, ok: true });
       } catch (err) {
         done.push({ name: model.name, ok: false, reason: err.message });
@@ -437,9 +504,10 @@ class ModelRepository {
 
   /** Stops every model; resolves when all their runs are done and the pools closed. */
   close() {
-    const all = [...this.draining].map((v) => v.pool.close());
+    const all = [...this.draining, ...this.warming].map((v) => v.pool.close());
     for (const model of this.models.values()) {
       all.push(this.#retire([...model.versions.values()]));
+      model.warming = null;
       model.versions = new Map();
       model.reason = 'server stopped';
     }

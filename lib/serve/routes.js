@@ -151,9 +151,12 @@ function repositoryRequest(ctx, req, res, action, name) {
       if (!repository.models.has(name)) repository.scan();
       if (!repository.models.has(name)) return fail(res, 404, `unknown model ${describeName(name)}`);
       const done = action === 'load' ? repository.load(name) : repository.unload(name);
-      log(`model "${name}" ${action === 'load' ? 'loaded' : 'unloaded'} by request`);
       done.catch(() => {});
-      return send(res, 200);
+      // A load with warmup answers once the model serves, or its warmup failed.
+      return Promise.resolve(done.warm).then(() => {
+        log(`model "${name}" ${action === 'load' ? 'loaded' : 'unloaded'} by request`);
+        send(res, 200);
+      });
     })
     .catch((err) => {
       if (err instanceof RequestError) {
