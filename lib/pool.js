@@ -3,7 +3,7 @@
 const os = require('node:os');
 const { Runtime, openArtifact, checkOptions, runInline, handleOf, submit, resolvePath, IN_PROCESS_ONLY } = require('./runtime');
 const { nativeStats } = require('./stats');
-const { IsolatedPool, isolationOptions } = require('./isolate');
+const { IsolatedPool, isolationOptions, runTimedIsolated } = require('./isolate');
 const { ZgcError } = require('./errors');
 const { NativePool } = require('./native');
 const { refuseUnknownKeys, priorityOf } = require('./options');
@@ -12,6 +12,8 @@ const { refuseUnknownKeys, priorityOf } = require('./options');
 const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
 /** Set by Pool's static block: an in-process pool's inline run (see `runNow`). */
 let poolRunNow;
+/** Set by Pool's static block: `run` with its times (see `runTimed`). */
+let poolRunTimed;
 
 /**
  * `size` runtimes of one artifact (one library, separate instances) behind one `run()`. The
@@ -79,6 +81,7 @@ class Pool {
 
   static {
     poolRunNow = (pool, inputs) => pool.#runNow(inputs);
+    poolRunTimed = (pool, inputs, options, timing) => pool.#run(inputs, options, timing);
   }
 
   /** Throws as run() rejects; undefined when the run cannot go inline now. */
@@ -93,6 +96,11 @@ class Pool {
 
   /** Runs once on a free instance. Inputs are copied now, as with `runAsync`. */
   run(inputs, options) {
+    return this.#run(inputs, options, undefined);
+  }
+
+  /** `run`, and the run's queue wait and compute into `timing` when it is given. */
+  #run(inputs, options, timing) {
     try {
       if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');
       if (options !== undefined && options !== null) refuseUnknownKeys('pool.run()', options, ['signal', 'priority'], IN_PROCESS_ONLY);
@@ -101,8 +109,15 @@ class Pool {
       const priority = priorityOf('pool.run()', options);
       if (signal && signal.aborted) throw signal.reason;
       // Inline only while nothing waits: no run is overtaken, whatever its priority.
+      const started = timing === undefined ? 0 : performance.now();
       const now = this.#runNow(inputs);
-      if (now !== undefined) return Promise.resolve(now);
+      if (now !== undefined) {
+        if (timing !== undefined) {
+          timing.queueWaitMs = 0;
+          timing.computeMs = performance.now() - started;
+        }
+        return Promise.resolve(now);
+      }
       const first = this.#runtimes[0];
       return submit(
         first,
@@ -114,6 +129,7 @@ class Pool {
           this.#inline = this.#native.inline;
         },
         priority,
+        timing,
       );
     } catch (err) {
       return Promise.reject(err);
@@ -154,4 +170,13 @@ function runNow(pool, inputs) {
   return undefined;
 }
 
-module.exports = { Pool, createPool, runNow };
+/**
+ * `pool.run(inputs, options)` that also sets `timing.queueWaitMs` and `timing.computeMs`, the
+ * run's own times, once it resolves (serve's trace spans), in-process or isolated.
+ */
+function runTimed(pool, inputs, options, timing) {
+  if (pool instanceof Pool) return poolRunTimed(pool, inputs, options, timing);
+  return runTimedIsolated(pool, inputs, options, timing);
+}
+
+module.exports = { Pool, createPool, runNow, runTimed };

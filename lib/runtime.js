@@ -495,7 +495,8 @@ let lastId = 0;
  * Tensors' promise. `owner` makes the Tensors (and stays reachable while the run is pending);
  * `after` runs once it settles.
  */
-function submit(owner, queue, staged, f16Bits, signal, after, priority = 0) {
+/** `timing`, when given, gets the run's `queueWaitMs` and `computeMs` (serve's spans). */
+function submit(owner, queue, staged, f16Bits, signal, after, priority = 0, timing = undefined) {
   const id = signal ? ++lastId : 0;
   let onAbort;
   if (signal) {
@@ -512,6 +513,10 @@ function submit(owner, queue, staged, f16Bits, signal, after, priority = 0) {
   return queue.submit(staged, f16Bits, id, priority).then(
     (arrays) => {
       settled();
+      if (timing !== undefined) {
+        timing.queueWaitMs = arrays.queueWaitMs;
+        timing.computeMs = arrays.computeMs;
+      }
       return tensorsOf(owner, arrays);
     },
     (err) => {

@@ -10,13 +10,13 @@ const MODES = [{ offload: 'always' }, ...(process.platform === 'linux' ? [{ isol
 
 describe.each(MODES)('pool.run priority (%j)', (mode) => {
   test('queued runs start higher priority first, in call order within a priority', async () => {
-    const pool = createPool(fixture('slow'), { size: 1, ...mode, setup: (rt) => rt.set('sleep_ms', 40) });
+    const pool = createPool(fixture('slow'), { size: 1, ...mode, setup: (rt) => rt.set('sleep_ms', 150) });
     try {
       const order = [];
       const run = (label, priority) => pool.run({ x: [label, 0, 0, 0] }, priority === undefined ? undefined : { priority }).then(([y]) => order.push(y.data[0] / 2));
       const busy = run(100);
       // The instance has taken the first run: the others wait.
-      await sleep(15);
+      await sleep(60);
       const queued = [run(1, 0), run(2, 5), run(3, -1), run(4, 5), run(5, 9), run(6), run(7, -2147483648), run(8, 2147483647)];
       await Promise.all([busy, ...queued]);
       expect(order).toEqual([100, 8, 5, 2, 4, 1, 6, 3, 7]);

@@ -130,7 +130,7 @@ describe('options objects refuse unknown keys, naming the nearest valid one (iss
     refused(() => createPool(fixture('add'), { sise: 2 }), 'createPool() has no option "sise" (did you mean "size"?); it takes size, maxQueue, setup, f16, offload, isolate, timeoutMs, maxMemoryMb, startTimeoutMs');
     refused(() => createPool(fixture('add'), { maxqueue: 2 }), 'createPool() has no option "maxqueue" (did you mean "maxQueue"?); it takes size, maxQueue, setup, f16, offload, isolate, timeoutMs, maxMemoryMb, startTimeoutMs');
     const pool = createPool(fixture('add'), { size: 1 });
-    await expect(pool.run({}, { sigal: undefined })).rejects.toEqual(new TypeError('pool.run() has no option "sigal" (did you mean "signal"?); it takes signal'));
+    await expect(pool.run({}, { sigal: undefined })).rejects.toEqual(new TypeError('pool.run() has no option "sigal" (did you mean "signal"?); it takes signal, priority'));
     await pool.close();
   });
 
@@ -138,7 +138,7 @@ describe('options objects refuse unknown keys, naming the nearest valid one (iss
     const { createServer } = require('../../lib/serve');
     const models = [`add=${fixture('add')}`];
     expect(() => createServer({ models, maxbody: 5 })).toThrow(new TypeError(
-      'createServer() has no option "maxbody" (did you mean "maxBody"?); it takes models, config, poolSize, maxQueue, timeoutMs, pollMs, shutdownTimeoutMs, offload, isolate, modelControl, restrictedApi, maxBody, maxInflightBytes, headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections, parseTimeoutMs, grpcMaxConcurrentStreams, grpcHandshakeTimeoutMs, grpcIdleTimeoutMs, log',
+      'createServer() has no option "maxbody" (did you mean "maxBody"?); it takes models, config, poolSize, maxQueue, timeoutMs, pollMs, shutdownTimeoutMs, offload, isolate, modelControl, restrictedApi, allowClientShm, maxBody, maxInflightBytes, headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections, parseTimeoutMs, grpcMaxConcurrentStreams, grpcHandshakeTimeoutMs, grpcIdleTimeoutMs, log',
     ));
     expect(() => createServer({ models, maxBody: '64 furlongs' })).toThrow(RangeError);
     expect(() => createServer({ models, maxBody: '0k' })).toThrow(/maxBody must be a size/);

@@ -35,7 +35,7 @@ function makeRepo() {
   const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-schedule-'));
   const sleep = (ms) => ({ 'sleep.npy': formatNpy('f32', [], Float32Array.of(ms)) });
   const slow = { instances: 1, parameters: { sleep_ms: 'sleep.npy' } };
-  writeModel(repo, 'prio', { 1: 'slow' }, { ...slow, priorityLevels: 3, defaultPriorityLevel: 2 }, sleep(80));
+  writeModel(repo, 'prio', { 1: 'slow' }, { ...slow, priorityLevels: 3, defaultPriorityLevel: 2 }, sleep(150));
   writeModel(repo, 'slow', { 1: 'slow' }, slow, sleep(300));
   writeModel(repo, 'slowtimeout', { 1: 'slow' }, { ...slow, timeoutMs: 100 }, sleep(400));
   if (process.platform === 'linux') writeModel(repo, 'slowiso', { 1: 'slow' }, { ...slow, isolate: 'process' }, sleep(300));

@@ -4,7 +4,7 @@ __test__/serve/schedule.spec.js. Prints one JSON document of what it saw.
 
     python schedule_client.py http|grpc HOST:PORT
 
-Model "prio" is the slow fixture (80 ms a run, one instance, priority levels 1 to 3, default
+Model "prio" is the slow fixture (150 ms a run, one instance, priority levels 1 to 3, default
 2); "slow" sleeps 300 ms, "slowiso" too in an isolated instance, "slowtimeout" has a 100 ms
 model timeout. Output 1's first element is the run's number in its instance: the run order.
 """
@@ -80,14 +80,14 @@ def call(model, label, **kw):
 out = {}
 # Behind a busy instance: levels 1 first, then the default (2), then 3; call order within one.
 blocker = start("prio", 100)
-pause(0.03)
+pause(0.06)
 waits = [start("prio", label, priority=level) for label, level in [(1, 3), (2, 1), (3, 0), (4, 1), (5, 3)]]
 out["priority"] = [blocker()] + [w() for w in waits]
 out["priority_past_levels"] = call("prio", 9, priority=4)
 
 # A request's timeout (µs) passes while it waits: it is taken off the queue and never runs.
 blocker = start("prio", 200)
-pause(0.03)
+pause(0.06)
 expired = start("prio", 201, timeout=20000)
 out["expired_in_queue"] = expired()
 out["after_blocker"] = [blocker(), call("prio", 202)]

@@ -144,7 +144,7 @@ class Dispatch {
 }
 
 /** Submits a run through `dispatch`; `owner` makes its tensors. */
-function submitRun(owner, dispatch, inputs, options, defaults) {
+function submitRun(owner, dispatch, inputs, options, defaults, timing = undefined) {
   const signal = options ? options.signal : undefined;
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('option signal must be an AbortSignal');
   if (signal && signal.aborted) throw signal.reason;
@@ -152,7 +152,7 @@ function submitRun(owner, dispatch, inputs, options, defaults) {
   const priority = priorityOf('pool.run()', options);
   const { entries, given } = owner.entries(inputs);
   return new Promise((resolve, reject) => {
-    const job = { entries, given, timeoutMs, signal, priority, resolve, reject, owner, submitted: performance.now(), lane: null, aborted: false, cleanup: null };
+    const job = { entries, given, timeoutMs, signal, priority, timing, resolve, reject, owner, submitted: performance.now(), lane: null, aborted: false, cleanup: null };
     if (signal) {
       const onAbort = () => {
         if (dispatch.cancel(job)) reject(signal.reason);

@@ -16,6 +16,9 @@ const { positive, isolationOptions, hostPath } = require('./options');
 const { refuseUnknownKeys } = require('../options');
 
 /** What a runtime and a pool of isolated instances share: values in, tensors out. */
+/** Set by IsolatedPool's static block: `pool.run` that also sets the run's times in `timing` (lib/pool.js: runTimed). */
+let isolatedRunTimed;
+
 class Shape {
   constructor(description, f16) {
     this.info = infoOf(description);
@@ -213,6 +216,18 @@ class IsolatedRuntime {
 
 /** A pool of isolated instances: the API of `Pool`. */
 class IsolatedPool {
+  static {
+    isolatedRunTimed = (pool, inputs, options, timing) => {
+      if (pool.#closed) return Promise.reject(new ZgcError('ERR_ZGC_CLOSED', 'pool is closed'));
+      try {
+        if (options !== undefined && options !== null) refuseUnknownKeys('pool.run()', options, ['signal', 'timeoutMs', 'priority']);
+        return submitRun(pool.#shape, pool.#dispatch, inputs, options, pool.#options, timing);
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    };
+  }
+
   #lanes;
   #runtimes;
   #dispatch;
@@ -281,4 +296,6 @@ class IsolatedPool {
   }
 }
 
-module.exports = { IsolatedRuntime, IsolatedPool, isolationOptions, hostPath };
+const runTimedIsolated = (pool, inputs, options, timing) => isolatedRunTimed(pool, inputs, options, timing);
+
+module.exports = { IsolatedRuntime, IsolatedPool, isolationOptions, hostPath, runTimedIsolated };

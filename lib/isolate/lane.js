@@ -414,6 +414,10 @@ class Lane {
     this.computeMs = this.computeMs * 0.8 + computeMs * 0.2;
     this.counters.queueWait.add(job.handed - job.submitted);
     this.counters.compute.add(computeMs);
+    if (job.timing !== undefined) {
+      job.timing.queueWaitMs = job.handed - job.submitted;
+      job.timing.computeMs = computeMs;
+    }
     if (code === DONE) {
       this.lastSeq = seq;
       if (job.aborted) {

@@ -13,7 +13,8 @@ const { OFF_THREAD_BYTES } = require('./parsers');
 const { statusOf } = require('./grpc-status');
 const { parseGrpcInfer } = require('./grpc-request');
 const { resolveVersion, settle } = require('./context');
-const { runNow } = require('../pool');
+const { runNow, runTimed } = require('../pool');
+const { startTrace, step, runSteps, endTrace } = require('./tracing');
 const { deadline, poolPriority } = require('./schedule');
 
 const bad = (message) => new RequestError(400, message);
@@ -43,7 +44,11 @@ function modelInfer(ctx, call, callback) {
   let inputMs = 0;
   let outputMs = 0;
   let parseStart = 0;
+  // The call's trace, when an OpenTelemetry SDK records it (tracing.js).
+  let trace = null;
+  let failure;
   const done = (name, v, outcome) => {
+    if (trace !== null) endTrace(trace, performance.now(), v === undefined ? undefined : v.version, outcome, failure);
     if (held !== null) ctx.shm.letGo(held);
     budget.release(claim.bytes);
     const label = v !== undefined || repository.models.has(name) ? name : '_unknown';
@@ -52,6 +57,7 @@ function modelInfer(ctx, call, callback) {
   };
   const fail = (err, name, v) => {
     const s = statusOf(err, name, v);
+    failure = s.error.details;
     callback(s.error);
     done(name, v, s.outcome);
   };
@@ -66,18 +72,23 @@ function modelInfer(ctx, call, callback) {
     const head = decode(messages.ModelInferHead, buf);
     name = head.modelName;
     if (name === undefined || name === '') throw bad('model_name is required: a ModelInferRequest names the model to run');
+    trace = startTrace(name, 'grpc', started, call.metadata.get('traceparent')[0], call.metadata.get('tracestate')[0]);
     v = resolveVersion(ctx, name, head.modelVersion === undefined || head.modelVersion === '' ? undefined : head.modelVersion);
     parseStart = performance.now();
     request = readRequest(ctx, v, buf);
     if (!(request instanceof Promise) && request.shmInputs === undefined && request.shmOutputs === undefined) {
-      inputMs = performance.now() - parseStart;
+      const parsed = performance.now();
+      inputMs = parsed - parseStart;
+      if (trace !== null) step(trace, 'parse', parseStart, parsed);
       // A priority past the model's levels is refused, also for a run that would go inline.
       if (request.priority !== undefined) poolPriority(v.config, request.priority, name);
       const tensors = runNow(v.pool, request.inputs);
       if (tensors !== undefined) {
         const answerStart = performance.now();
+        if (trace !== null) runSteps(trace, { queueWaitMs: 0, computeMs: answerStart - parsed }, parsed, answerStart);
         answer(callback, v, request, tensors);
         outputMs = performance.now() - answerStart;
+        if (trace !== null) step(trace, 'write', answerStart, answerStart + outputMs);
         done(name, v, 'success');
         return;
       }
@@ -92,8 +103,10 @@ function modelInfer(ctx, call, callback) {
       // Parsed on a thread: its outputs are named, and taken from this thread's signature.
       if (r.outputNames !== undefined) request.outputs = r.outputNames.map((n) => v.signature.outputByName.get(n));
       if (request.shmInputs !== undefined || request.shmOutputs !== undefined) held = await ctx.shm.stage(request, budget, claim);
-      inputMs = performance.now() - parseStart;
-      const tensors = await offloaded(call, v, name, request);
+      const parsed = performance.now();
+      inputMs = parsed - parseStart;
+      if (trace !== null) step(trace, 'parse', parseStart, parsed);
+      const tensors = await offloaded(call, v, name, request, trace);
       if (request.shmOutputs !== undefined) await ctx.shm.deliver(request, held, tensors);
       return tensors;
     })
@@ -103,6 +116,7 @@ function modelInfer(ctx, call, callback) {
           const answerStart = performance.now();
           answer(callback, v, request, tensors);
           outputMs = performance.now() - answerStart;
+          if (trace !== null) step(trace, 'write', answerStart, answerStart + outputMs);
         } catch (err) {
           fail(err, name, v);
           return;
@@ -135,14 +149,17 @@ function answer(callback, v, request, tensors) {
  * A run on the pool's instances at the request's priority, cancelled with the call and limited
  * by its deadline (the model's timeoutMs, or the request's shorter timeout).
  */
-async function offloaded(call, v, name, request) {
+async function offloaded(call, v, name, request, trace) {
   const limit = deadline(v.config, request.timeoutUs, name);
   const priority = poolPriority(v.config, request.priority, name);
   const controller = new AbortController();
   const onCancel = () => controller.abort(Object.assign(new Error('the call was cancelled'), { name: 'AbortError' }));
   call.once('cancelled', onCancel);
   let timer = null;
-  const run = v.pool.run(request.inputs, { signal: controller.signal, priority });
+  const options = { signal: controller.signal, priority };
+  const submitted = trace === null ? 0 : performance.now();
+  const timing = trace === null ? undefined : {};
+  const run = timing === undefined ? v.pool.run(request.inputs, options) : runTimed(v.pool, request.inputs, options, timing);
   const limited = limit.ms > 0
     ? Promise.race([run, new Promise((_, reject) => {
         timer = setTimeout(() => {
@@ -157,6 +174,7 @@ async function offloaded(call, v, name, request) {
   } finally {
     if (timer !== null) clearTimeout(timer);
     call.off('cancelled', onCancel);
+    if (timing !== undefined) runSteps(trace, timing, submitted, performance.now());
   }
 }
 

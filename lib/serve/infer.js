@@ -13,7 +13,8 @@ const { bounded } = require('./elide');
 const { outcomeOf } = require('./outcomes');
 const { send, JSON_TYPE } = require('./respond');
 const { resolveVersion, settle } = require('./context');
-const { runNow } = require('../pool');
+const { runNow, runTimed } = require('../pool');
+const { startTrace, step, runSteps, endTrace } = require('./tracing');
 const { deadline, poolPriority } = require('./schedule');
 
 async function infer(ctx, req, res, name, versionText, started) {
@@ -30,6 +31,10 @@ async function infer(ctx, req, res, name, versionText, started) {
   let outputMs = 0;
   // The client shared memory regions the request reads or writes, held until it is answered.
   let held = null;
+  // The request's trace, when an OpenTelemetry SDK records it (tracing.js).
+  const t0 = performance.now();
+  const trace = startTrace(name, 'rest', t0, req.headers.traceparent, req.headers.tracestate);
+  let failure;
   const answer = (status, message, headers, code) => {
     if (answered || res.destroyed) return;
     answered = true;
@@ -59,9 +64,14 @@ async function infer(ctx, req, res, name, versionText, started) {
         answer(504, err.message);
       }, limit.ms);
     }
-    return version.pool.run(request.inputs, { signal: controller.signal, priority }).finally(() => {
+    const options = { signal: controller.signal, priority };
+    const submitted = trace === null ? 0 : performance.now();
+    const timing = trace === null ? undefined : {};
+    const run = timing === undefined ? version.pool.run(request.inputs, options) : runTimed(version.pool, request.inputs, options, timing);
+    return run.finally(() => {
       if (timer !== null) clearTimeout(timer);
       res.off('close', onClose);
+      if (timing !== undefined) runSteps(trace, timing, submitted, performance.now());
     });
   };
   try {
@@ -87,12 +97,15 @@ async function infer(ctx, req, res, name, versionText, started) {
       held = await ctx.shm.stage(request, budget, claim);
       if (answered) return;
     }
-    inputMs = performance.now() - parseStart;
+    const parsed = performance.now();
+    inputMs = parsed - parseStart;
+    if (trace !== null) step(trace, 'parse', parseStart, parsed);
     // A priority past the model's levels is refused, also for a run that would go inline.
     if (request.priority !== undefined) poolPriority(v.config, request.priority, name);
     // A run the pool does inline is over before this returns: no timer, no signal, no
     // cancel on close, no promise (a signal's listeners alone cost more than a tiny run).
     let tensors = runNow(v.pool, request.inputs);
+    if (tensors !== undefined && trace !== null) runSteps(trace, { queueWaitMs: 0, computeMs: performance.now() - parsed }, parsed, performance.now());
     if (tensors === undefined) tensors = await offloaded(v, request);
     if (answered) return;
     const formatStart = performance.now();
@@ -119,8 +132,10 @@ async function infer(ctx, req, res, name, versionText, started) {
       res.end();
       res.uncork();
     }
+    if (trace !== null) step(trace, 'write', formatStart, performance.now());
   } catch (err) {
     const o = outcomeOf(err, name, v);
+    failure = o.message;
     // A run the server's own timer gave up on stays a timeout, whatever ends it after.
     if (outcome !== 'timeout') outcome = o.outcome;
     if (o.http !== 0) answer(o.http, o.message, o.headers, o.code);
@@ -130,6 +145,7 @@ async function infer(ctx, req, res, name, versionText, started) {
     // Names that are no model share one label: a client must not grow the series at will.
     const label = v !== undefined || repository.models.has(name) ? name : '_unknown';
     metrics.count(label, v === undefined ? '' : v.version, outcome, Number(process.hrtime.bigint() - started) / 1e9, 'rest', inputMs, outputMs);
+    if (trace !== null) endTrace(trace, performance.now(), v === undefined ? undefined : v.version, outcome, failure);
     // Answered (or given up by its client): the response is written, the run is over.
     settle(ctx);
   }

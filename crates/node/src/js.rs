@@ -394,6 +394,18 @@ pub fn create_array(env: sys::napi_env, len: usize, out: &mut sys::napi_value) -
     unsafe { sys::napi_create_array_with_length(env, len, out) }
 }
 
+/// On the JS thread: `object[key] = value`, a number.
+pub fn set_number(env: sys::napi_env, object: sys::napi_value, key: &std::ffi::CStr, value: f64) -> sys::napi_status {
+    let mut number = std::ptr::null_mut();
+    // SAFETY: on `env`'s thread, with an out-pointer to a local.
+    let status = unsafe { sys::napi_create_double(env, value, &mut number) };
+    if status != sys::Status::napi_ok {
+        return status;
+    }
+    // SAFETY: `object` is live in the current scope on this thread; `key` is NUL-terminated.
+    unsafe { sys::napi_set_named_property(env, object, key.as_ptr(), number) }
+}
+
 /// On the JS thread: `array[index] = value`.
 pub fn set_element(env: sys::napi_env, array: sys::napi_value, index: u32, value: sys::napi_value) -> sys::napi_status {
     // SAFETY: both values are live in the current scope on `env`'s thread.

@@ -213,7 +213,12 @@ impl Lanes {
                     }
                     match done.result {
                         Ok(outputs) => match outputs_value(env, outputs) {
-                            Ok(value) => done.token.resolve(env, value),
+                            Ok(value) => {
+                                // The run's own times, for whoever traces it (serve's spans).
+                                js::set_number(env, value, c"queueWaitMs", done.queue_wait.as_secs_f64() * 1e3);
+                                js::set_number(env, value, c"computeMs", done.compute.as_secs_f64() * 1e3);
+                                done.token.resolve(env, value)
+                            }
                             Err(e) => done.token.reject(env, error_value(env, &Error::Value { name: "outputs".into(), detail: e.reason.clone() })),
                         },
                         Err(e) => done.token.reject(env, error_value(env, &e)),
