@@ -48,6 +48,33 @@ const { startService } = require(${JSON.stringify(path.join(root, 'examples', 's
 startService({ port: 0, size: 1 }).then(({ port }) => console.log('listening on http://127.0.0.1:' + port));
 `;
 
+/**
+ * Regions for the 1M add in /dev/shm, registered with the server at `url`, and checked once:
+ * `{ body, remove }`, the request body that names them.
+ */
+async function shmCase(url, a, b) {
+  const tag = `zgc-bench-${process.pid}`;
+  const inFile = `/dev/shm/${tag}-in`;
+  const outFile = `/dev/shm/${tag}-out`;
+  fs.writeFileSync(inFile, Buffer.concat([Buffer.from(a.buffer), Buffer.from(b.buffer)]));
+  fs.writeFileSync(outFile, Buffer.alloc(4 * N1M));
+  for (const [name, file, size] of [['in', inFile, 8 * N1M], ['out', outFile, 4 * N1M]]) {
+    await post(`${url}/v2/systemsharedmemory/region/${name}/register`, JSON.stringify({ key: `/${path.basename(file)}`, offset: 0, byte_size: size }));
+  }
+  const at = (region, offset, size) => ({ shared_memory_region: region, shared_memory_offset: offset, shared_memory_byte_size: size });
+  const body = JSON.stringify({
+    inputs: [
+      { name: 'a', datatype: 'FP32', shape: [N1M], parameters: at('in', 0, 4 * N1M) },
+      { name: 'b', datatype: 'FP32', shape: [N1M], parameters: at('in', 4 * N1M, 4 * N1M) },
+    ],
+    outputs: [{ name: 'output_0', parameters: at('out', 0, 4 * N1M) }],
+  });
+  await post(`${url}/v2/models/big/infer`, body);
+  const got = new Float32Array(fs.readFileSync(outFile).buffer.slice(0));
+  for (let k = 0; k < N1M; k += 4099) if (got[k] !== a[k] + b[k]) throw new Error(`big over shared memory: element ${k} is ${got[k]}, expected ${a[k] + b[k]}`);
+  return { body, remove: () => [inFile, outFile].forEach((f) => fs.rmSync(f, { force: true })) };
+}
+
 function start(args) {
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], cwd: root });
   return new Promise((resolve, reject) => {
@@ -200,7 +227,8 @@ async function serving({ quick = false, python = false, baseline = null, baselin
   let duration = quick ? 3 : 5;
   const repo = repository();
   const serveArgs = [repo, '--port', '0', '--poll-ms', '0', '--max-body', '64m', '--grpc-port', '0'];
-  const zgc = await start([path.join(root, 'bin', 'zgc-runtime.js'), 'serve', ...serveArgs]);
+  // Client shared memory is off by default; only this server's (a baseline may predate it).
+  const zgc = await start([path.join(root, 'bin', 'zgc-runtime.js'), 'serve', ...serveArgs, ...(process.platform === 'linux' ? ['--allow-client-shm'] : [])]);
   const base = baseline === null ? null : await start([path.join(baselineCheckout(baseline, baselineOwnAddon), 'bin', 'zgc-runtime.js'), 'serve', ...serveArgs]);
   // The tiny model over gRPC (raw contents, as tritonclient sends them), checked once.
   const { encodeInferRequest, decodeInferResponse } = require('./grpc-messages');
@@ -232,6 +260,9 @@ async function serving({ quick = false, python = false, baseline = null, baselin
   const n = bigReply.length - 4 * N1M;
   const got = new Float32Array(bigReply.buffer.slice(bigReply.byteOffset + n, bigReply.byteOffset + bigReply.length));
   for (let k = 0; k < N1M; k += 4099) if (got[k] !== a[k] + 1) throw new Error(`big: element ${k} is ${got[k]}, expected ${a[k] + 1}`);
+  // The same 1M add over client shared memory: inputs written once into a region, a few
+  // hundred bytes of JSON a request, the output written into another region.
+  const shm = process.platform === 'linux' ? await shmCase(zgc.url, a, b) : null;
   // The 1M-element model over JSON both ways (the issue-27 workload, a 22 MB body): its
   // response bytes against what writing each f32 as a double would give.
   const bJson = Float32Array.from({ length: N1M }, (_, k) => (k % 7) / 10);
@@ -262,6 +293,7 @@ async function serving({ quick = false, python = false, baseline = null, baselin
     tinyGrpcBare: () => grpcLoad(bareGrpc.url.replace('http://', ''), tinyGrpc, { expected: TINY_EXPECTED, replyBytes: tinyGrpcReply.length, duration }),
     bigZgc: () => cannon(`${zgc.url}/v2/models/big/infer`, { body: bigBody, headers: bigHeaders, duration, connections: 4 }),
     bigBare: () => cannon(bareEcho.url, { body: bigBody, headers: bigHeaders, duration, connections: 4 }),
+    ...(shm ? { bigShmZgc: () => cannon(`${zgc.url}/v2/models/big/infer`, { body: shm.body, duration, connections: 4 }) } : {}),
     bigJsonZgc: () => cannon(`${zgc.url}/v2/models/big/infer`, { body: bigJsonBody, duration, connections: 4 }),
     // A fifth client sends tiny infers while four send 1M JSON ones: its latency.
     tinyBesideBigJson: async () => {
@@ -297,6 +329,7 @@ async function serving({ quick = false, python = false, baseline = null, baselin
     }
   }
   await Promise.all([zgc, bareJson, bareEcho, bareGrpc, glue, ...(base ? [base] : [])].map((s) => s.stop()));
+  if (shm) shm.remove();
   if (tinyOnly) {
     fs.rmSync(repo, { recursive: true, force: true });
     const fig = (k) => ({ rps: median(runs[k].map((x) => x.rps)), p50: median(runs[k].map((x) => x.p50)), p99: median(runs[k].map((x) => x.p99)) });
@@ -316,6 +349,7 @@ async function serving({ quick = false, python = false, baseline = null, baselin
     tinyVsBare: out.tinyZgc.rps / out.tinyBare.rps,
     tinyGrpcVsBare: out.tinyGrpcZgc.rps / out.tinyGrpcBare.rps,
     bigVsBareEcho: out.bigZgc.rps / out.bigBare.rps,
+    ...(out.bigShmZgc ? { bigShmVsBinary: out.bigShmZgc.rps / out.bigZgc.rps } : {}),
     mlpVsGlue: out.mlpZgc.rps / out.mlpGlue.rps,
     bigJsonResponseVsDoubles: jsonBytes.response / jsonBytes.asDoubles,
   };
@@ -346,6 +380,7 @@ function reportServing(s) {
     ...(s.tinyGrpcZgc ? [row('zgc serve, tiny add, gRPC (raw contents)', 'tinyGrpcZgc'), row('bare @grpc/grpc-js answering the same bytes, no model', 'tinyGrpcBare')] : []),
     row('zgc serve, 1M add, binary', 'bigZgc'),
     row('bare node:http echoing the same bytes', 'bigBare'),
+    ...(s.bigShmZgc ? [row('zgc serve, 1M add, client shared memory', 'bigShmZgc')] : []),
     ...(s.bigJsonZgc ? [row('zgc serve, 1M add, JSON both ways', 'bigJsonZgc'), row('a fifth client, tiny JSON, beside 4 sending 1M JSON', 'tinyBesideBigJson')] : []),
     row('zgc serve, MLP, JSON', 'mlpZgc'),
     row('examples/service.js, MLP, JSON', 'mlpGlue'),
@@ -354,7 +389,7 @@ function reportServing(s) {
       `| zgc serve | ${s.tinyZgc.rps.toFixed(0)} | ${s.bigJsonZgc.rps.toFixed(1)} | ${s.bigZgc.rps.toFixed(1)} | ${s.tinyGrpcZgc.rps.toFixed(0)} |`,
       ...Object.entries(s.python).map(([n, p]) => `| ${n} | ${p.tinyJson ? p.tinyJson.rps.toFixed(0) : '—'} | ${p.bigJson ? p.bigJson.rps.toFixed(1) : '—'} | ${p.bigBinary ? p.bigBinary.rps.toFixed(1) : '— (not offered)'} | ${p.tinyGrpc ? p.tinyGrpc.rps.toFixed(0) : '—'} |`),
       `zgc serve: tiny JSON ${fx(s.ratios.tinyJsonVsBestPython)} the best Python server (target >= 10x); 1M JSON ${fx(s.ratios.bigJsonVsMlserver)} MLServer (target >= 3x); 1M binary ${fx(s.ratios.bigBinaryVsBestPython)} the best (target >= 3x); tiny gRPC ${fx(s.ratios.tinyGrpcVsMlserver)} MLServer (target >= 10x).`, ''] : []),
-    `tiny: ${s.ratios.tinyVsBare.toFixed(2)}x the bare server (target >= 0.7x);${s.ratios.tinyGrpcVsBare ? ` tiny gRPC: ${s.ratios.tinyGrpcVsBare.toFixed(2)}x the bare gRPC server (target >= 0.7x);` : ''} 1M binary: ${s.ratios.bigVsBareEcho.toFixed(2)}x the bare echo (target >= 0.5x); MLP: ${s.ratios.mlpVsGlue.toFixed(2)}x the hand glue${s.bigJsonBytes ? `; 1M JSON response ${s.bigJsonBytes.response} bytes, ${s.ratios.bigJsonResponseVsDoubles.toFixed(2)}x the ${s.bigJsonBytes.asDoubles} of f32 values written as doubles` : ''}.`,
+    `tiny: ${s.ratios.tinyVsBare.toFixed(2)}x the bare server (target >= 0.7x);${s.ratios.tinyGrpcVsBare ? ` tiny gRPC: ${s.ratios.tinyGrpcVsBare.toFixed(2)}x the bare gRPC server (target >= 0.7x);` : ''} 1M binary: ${s.ratios.bigVsBareEcho.toFixed(2)}x the bare echo (target >= 0.5x);${s.ratios.bigShmVsBinary ? ` 1M over client shared memory: ${s.ratios.bigShmVsBinary.toFixed(1)}x binary data (target >= 5x);` : ''} MLP: ${s.ratios.mlpVsGlue.toFixed(2)}x the hand glue${s.bigJsonBytes ? `; 1M JSON response ${s.bigJsonBytes.response} bytes, ${s.ratios.bigJsonResponseVsDoubles.toFixed(2)}x the ${s.bigJsonBytes.asDoubles} of f32 values written as doubles` : ''}.`,
   ].join('\n');
 }
 

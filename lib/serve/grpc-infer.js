@@ -106,7 +106,10 @@ function modelInfer(ctx, call, callback) {
       const parsed = performance.now();
       inputMs = parsed - parseStart;
       if (trace !== null) step(trace, 'parse', parseStart, parsed);
-      const tensors = await offloaded(call, v, name, request, trace);
+      const pending = offloaded(call, v, name, request, trace);
+      // The pool has its copy of the inputs now: buffers read from shared memory serve the next request.
+      if (request.shmInputs !== undefined) ctx.shm.recycle(request);
+      const tensors = await pending;
       if (request.shmOutputs !== undefined) await ctx.shm.deliver(request, held, tensors);
       return tensors;
     })

@@ -106,7 +106,12 @@ async function infer(ctx, req, res, name, versionText, started) {
     // cancel on close, no promise (a signal's listeners alone cost more than a tiny run).
     let tensors = runNow(v.pool, request.inputs);
     if (tensors !== undefined && trace !== null) runSteps(trace, { queueWaitMs: 0, computeMs: performance.now() - parsed }, parsed, performance.now());
-    if (tensors === undefined) tensors = await offloaded(v, request);
+    if (tensors === undefined) {
+      const pending = offloaded(v, request);
+      // The pool has its copy of the inputs now: buffers read from shared memory serve the next request.
+      if (request.shmInputs !== undefined) ctx.shm.recycle(request);
+      tensors = await pending;
+    } else if (request.shmInputs !== undefined) ctx.shm.recycle(request);
     if (answered) return;
     const formatStart = performance.now();
     if (request.shmOutputs !== undefined) await ctx.shm.deliver(request, held, tensors);
