@@ -6,25 +6,11 @@
 // values, with labels from the file the model's config names.
 const fs = require('node:fs');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
 const { rng, randomF32 } = require('../helpers');
-const { makeRepository, writeModel, listenInProcess } = require('../serve/setup');
+const { makeRepository, writeModel, listenInProcess, pythonClient, hasClients } = require('../serve/setup');
 
-const testDir = path.join(__dirname, '..');
-const PYTHON = { http: path.join(testDir, '..', '.venv-ref', 'bin', 'python'), grpc: path.join(testDir, '..', '.venv-grpc', 'bin', 'python') };
-const hasClients = fs.existsSync(PYTHON.http) && fs.existsSync(PYTHON.grpc);
 
-function client(protocol, port, plan) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(PYTHON[protocol], [path.join(__dirname, 'classification_client.py'), protocol, `127.0.0.1:${port}`], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('exit', (status) => (status === 0 ? resolve(JSON.parse(stdout)) : reject(new Error(`classification_client.py ${protocol} failed (${status}): ${stderr}`))));
-    child.stdin.end(JSON.stringify(plan));
-  });
-}
+const client = (protocol, port, plan) => pythonClient('classification_client.py', protocol, [protocol, `127.0.0.1:${port}`], JSON.stringify(plan));
 
 /** The top k of each row (the last dimension) of `values` in `shape`, highest first, ties by index. */
 function topK(values, shape, k, labels = []) {

@@ -7,24 +7,12 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
 const { formatNpy } = require('../../lib/npy');
-const { writeModel, listenInProcess } = require('../serve/setup');
+const { writeModel, listenInProcess, pythonClient, hasClients } = require('../serve/setup');
 
-const testDir = path.join(__dirname, '..');
-const PYTHON = { http: path.join(testDir, '..', '.venv-ref', 'bin', 'python'), grpc: path.join(testDir, '..', '.venv-grpc', 'bin', 'python') };
-const runnable = process.platform === 'linux' && fs.existsSync(PYTHON.http) && fs.existsSync(PYTHON.grpc);
+const runnable = process.platform === 'linux' && hasClients;
 
-function client(protocol, port) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(PYTHON[protocol], [path.join(__dirname, 'schedule_client.py'), protocol, `127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('exit', (status) => (status === 0 ? resolve(JSON.parse(stdout)) : reject(new Error(`schedule_client.py ${protocol} failed (${status}): ${stderr}`))));
-  });
-}
+const client = (protocol, port) => pythonClient('schedule_client.py', protocol, [protocol, `127.0.0.1:${port}`]);
 
 const STATUS = {
   http: { bad: '400', late: '504' },
@@ -99,6 +87,17 @@ function makeRepo() {
     expect(value(/^zgc_inference_requests_total\{model="slow",version="1",outcome="timeout",protocol="grpc"\} (\d+)$/m)).toBe(1);
     expect(value(/^zgc_instance_restarts_total\{model="slowiso",version="1"\} (\d+)$/m)).toBe(2);
   });
+
+  test("the kserve SDK's REST and gRPC clients: InferRequest parameters priority and timeout", async () => {
+    // The model's instance is free again once the tritonclient runs above have ended.
+    const seen = await pythonClient('kserve_schedule.py', 'grpc', [server.url, `127.0.0.1:${grpcPort}`]);
+    const why = 'model "slow" did not answer within the request\'s timeout of 50000 µs';
+    expect(seen.grpc_priority).toEqual([6, 6, 6, 6]);
+    expect(seen.rest_priority).toEqual([6, 6, 6, 6]);
+    expect(seen.grpc_timeout).toEqual(['StatusCode.DEADLINE_EXCEEDED', why]);
+    expect(seen.rest_timeout).toContain(why);
+    expect(seen.rest_timeout).toContain('504');
+  }, 60000);
 
   test('a model whose default level is past its levels does not load, naming both', async () => {
     const bad = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-schedule-bad-'));

@@ -97,4 +97,24 @@ function exited(child) {
   return new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
 }
 
-module.exports = { makeRepository, writeModel, dtypesParameters, startServer, listenInProcess, exited, BIN };
+/** The Python clients' venvs: tritonclient[http] (and the reference) in .venv-ref, tritonclient[grpc] and kserve in .venv-grpc. */
+const PYTHON = { http: path.join(__dirname, '..', '..', '.venv-ref', 'bin', 'python'), grpc: path.join(__dirname, '..', '..', '.venv-grpc', 'bin', 'python') };
+const hasClients = fs.existsSync(PYTHON.http) && fs.existsSync(PYTHON.grpc);
+
+/**
+ * Runs `script` (a Python client in this folder) with the venv of `protocol` ('http' or
+ * 'grpc'), `args` after it and `input` on its stdin; resolves the JSON it prints.
+ */
+function pythonClient(script, protocol, args, input = '') {
+  return new Promise((resolve, reject) => {
+    const child = spawn(PYTHON[protocol], [path.join(__dirname, script), ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('exit', (status) => (status === 0 ? resolve(JSON.parse(stdout)) : reject(new Error(`${script} ${protocol} failed (${status}): ${stderr}`))));
+    child.stdin.end(input);
+  });
+}
+
+module.exports = { makeRepository, writeModel, dtypesParameters, startServer, listenInProcess, exited, pythonClient, hasClients, PYTHON, BIN };

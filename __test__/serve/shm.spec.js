@@ -8,28 +8,15 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
 const { load } = require('../..');
 const { fixture } = require('../fixtures/manifest');
 const { parseNpy } = require('../../lib/npy');
 const { rng, randomF32 } = require('../helpers');
-const { makeRepository, listenInProcess } = require('../serve/setup');
+const { makeRepository, listenInProcess, pythonClient, hasClients } = require('../serve/setup');
 
-const testDir = path.join(__dirname, '..');
-const PYTHON = { http: path.join(testDir, '..', '.venv-ref', 'bin', 'python'), grpc: path.join(testDir, '..', '.venv-grpc', 'bin', 'python') };
-const runnable = process.platform === 'linux' && fs.existsSync(PYTHON.http) && fs.existsSync(PYTHON.grpc);
+const runnable = process.platform === 'linux' && hasClients;
 
-function client(protocol, port, plan) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(PYTHON[protocol], [path.join(__dirname, 'shm_client.py'), protocol, `127.0.0.1:${port}`], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('exit', (status) => (status === 0 ? resolve(JSON.parse(stdout)) : reject(new Error(`shm_client.py ${protocol} failed (${status}): ${stderr}`))));
-    child.stdin.end(JSON.stringify(plan));
-  });
-}
+const client = (protocol, port, plan) => pythonClient('shm_client.py', protocol, [protocol, `127.0.0.1:${port}`], JSON.stringify(plan));
 
 /** Descriptors this process holds open on /dev/shm objects whose names start with `prefix`. */
 function openObjects(prefix) {

@@ -5,26 +5,12 @@
 // read at the same moment.
 const fs = require('node:fs');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
 const { rng, randomF32 } = require('../helpers');
-const { makeRepository, listenInProcess } = require('../serve/setup');
+const { makeRepository, listenInProcess, pythonClient, hasClients } = require('../serve/setup');
 
-const testDir = path.join(__dirname, '..');
-const PYTHON = { http: path.join(testDir, '..', '.venv-ref', 'bin', 'python'), grpc: path.join(testDir, '..', '.venv-grpc', 'bin', 'python') };
-const hasClients = fs.existsSync(PYTHON.http) && fs.existsSync(PYTHON.grpc);
 const f = Math.fround;
 
-function client(protocol, port, plan) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(PYTHON[protocol], [path.join(__dirname, 'statistics_client.py'), protocol, `127.0.0.1:${port}`], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('exit', (status) => (status === 0 ? resolve(JSON.parse(stdout)) : reject(new Error(`statistics_client.py ${protocol} failed (${status}): ${stderr}`))));
-    child.stdin.end(JSON.stringify(plan));
-  });
-}
+const client = (protocol, port, plan) => pythonClient('statistics_client.py', protocol, [protocol, `127.0.0.1:${port}`], JSON.stringify(plan));
 
 /** gRPC's JSON mapping gives uint64 as strings and leaves zero fields out: numbers, zeros back. */
 const UINT64 = new Set(['count', 'ns', 'last_inference', 'inference_count', 'execution_count', 'batch_size']);

@@ -6,25 +6,12 @@
 // compute and write spans under it, in that order; a failed request's span says so.
 const fs = require('node:fs');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
 const api = require('@opentelemetry/api');
 const { BasicTracerProvider, SimpleSpanProcessor, InMemorySpanExporter } = require('@opentelemetry/sdk-trace-base');
-const { makeRepository, listenInProcess } = require('../serve/setup');
+const { makeRepository, listenInProcess, pythonClient, hasClients } = require('../serve/setup');
 
-const testDir = path.join(__dirname, '..');
-const PYTHON = { http: path.join(testDir, '..', '.venv-ref', 'bin', 'python'), grpc: path.join(testDir, '..', '.venv-grpc', 'bin', 'python') };
-const hasClients = fs.existsSync(PYTHON.http) && fs.existsSync(PYTHON.grpc);
 
-function client(protocol, port, ok, bad) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(PYTHON[protocol], [path.join(__dirname, 'tracing_client.py'), protocol, `127.0.0.1:${port}`, ok, bad], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('exit', (status) => (status === 0 ? resolve(JSON.parse(stdout)) : reject(new Error(`tracing_client.py ${protocol} failed (${status}): ${stderr}`))));
-  });
-}
+const client = (protocol, port, ok, bad) => pythonClient('tracing_client.py', protocol, [protocol, `127.0.0.1:${port}`, ok, bad]);
 
 const hex = (n) => Array.from({ length: n }, () => '0123456789abcdef'[Math.floor(Math.random() * 16)]).join('');
 const ns = ([s, n]) => BigInt(s) * 1000000000n + BigInt(n);
