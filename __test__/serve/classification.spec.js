@@ -77,3 +77,20 @@ function topK(values, shape, k, labels = []) {
     }
   });
 });
+
+describe('classify: the top k of each row', () => {
+  const { classify } = require('../../lib/serve/classification');
+  test('NaN ranks last, infinities by value, ties by index; labels where the file has them', () => {
+    const values = Float32Array.of(1, NaN, Infinity, -Infinity, 1, 2);
+    const { shape, strings } = classify(values, [6], 6, ['a', 'b'], Number);
+    expect(shape).toEqual([6]);
+    expect(strings).toEqual(['inf:2', '2.000000:5', '1.000000:0:a', '1.000000:4', '-inf:3', 'nan:1:b']);
+  });
+  test('two NaN keep their order; each row of a [2, 3] output on its own', () => {
+    expect(classify(Float32Array.of(NaN, 0, NaN), [3], 3, undefined, Number).strings).toEqual(['0.000000:1', 'nan:0', 'nan:2']);
+    expect(classify(Float32Array.of(3, 1, 2, -1, -3, -2), [2, 3], 2, undefined, Number)).toEqual({ shape: [2, 2], strings: ['3.000000:0', '2.000000:2', '-1.000000:0', '-2.000000:2'] });
+  });
+  test('a row of no elements gives nothing', () => {
+    expect(classify(new Float32Array(0), [2, 0], 3, undefined, Number)).toEqual({ shape: [2, 0], strings: [] });
+  });
+});

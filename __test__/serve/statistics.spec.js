@@ -45,7 +45,7 @@ function series(text, name, labels) {
   const pairs = (n) => Array.from({ length: n }, () => [Array.from(randomF32(next, 4)), Array.from(randomF32(next, 4))]);
   beforeAll(async () => {
     ({ repo } = makeRepository());
-    server = await listenInProcess([repo]);
+    server = await listenInProcess([repo, '--model-control', 'explicit']);
     grpcPort = await server.server.listenGrpc(0, '127.0.0.1');
   });
   afterAll(async () => {
@@ -81,6 +81,13 @@ function series(text, name, labels) {
     expect(s1.last_inference).toBeGreaterThanOrEqual(before);
     expect(s1.last_inference).toBeLessThanOrEqual(after);
     for (const k of ['success', 'fail', 'compute_input', 'compute_infer', 'compute_output']) expect(s1.inference_stats[k].ns).toBeGreaterThan(0);
+    // No response cache; one batch size, 1, whose figures are the version's own.
+    expect([s1.inference_stats.cache_hit, s1.inference_stats.cache_miss]).toEqual([{ count: 0, ns: 0 }, { count: 0, ns: 0 }]);
+    const { compute_input: input, compute_infer: infer, compute_output: output } = s1.inference_stats;
+    expect(s1.batch_stats).toEqual([{ batch_size: 1, compute_input: input, compute_infer: infer, compute_output: output }]);
+    expect(s1.memory_usage).toEqual([]);
+    // A version that never ran has no batch figures.
+    expect(http.all.model_stats.find((m) => m.name === 'status').batch_stats).toEqual([]);
 
     // gRPC's view, later: version 2's own counts, and version 1 as HTTP left it.
     const s2 = grpc.version.model_stats[0];
@@ -117,5 +124,8 @@ function series(text, name, labels) {
     expect([post.status, post.headers.get('allow')]).toEqual([405, 'GET, HEAD']);
     const meta = await (await fetch(`${server.url}/v2`)).json();
     expect(meta.extensions).toContain('statistics');
+    // A model that serves no version has nothing to report: no error.
+    expect((await fetch(`${server.url}/v2/repository/models/status/unload`, { method: 'POST' })).status).toBe(200);
+    expect(await (await fetch(`${server.url}/v2/models/status/stats`)).json()).toEqual({ model_stats: [] });
   });
 });

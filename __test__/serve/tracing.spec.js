@@ -86,6 +86,15 @@ describe('traceparent (W3C trace context)', () => {
   ])('%s is the parent', (header, expected) => {
     expect(remoteParent(header)).toEqual(expected);
   });
+  test('spaces around the header are no part of it; a trace id may end in zeros', () => {
+    expect(remoteParent(`  00-${id}-${parent}-01 `)).toEqual({ traceId: id, spanId: parent, traceFlags: 1, isRemote: true });
+    const zeros = `${id.slice(0, 24)}00000000`;
+    expect(remoteParent(`00-${zeros}-00000000000000f7-01`)).toEqual({ traceId: zeros, spanId: '00000000000000f7', traceFlags: 1, isRemote: true });
+  });
+  test('tracestate comes along, when there is one', () => {
+    expect(remoteParent(`00-${id}-${parent}-01`, 'vendor=1,other=x').traceState.serialize()).toBe('vendor=1,other=x');
+    expect(remoteParent(`00-${id}-${parent}-01`, '')).not.toHaveProperty('traceState');
+  });
   test.each([`ff-${id}-${parent}-01`, `00-${'0'.repeat(32)}-${parent}-01`, `00-${id}-${'0'.repeat(16)}-01`, `00-${id.toUpperCase()}-${parent}-01`, `00-${id}-${parent}-01-extra`, `00-${id}-${parent}`, 'garbage', undefined])('%s is no parent', (header) => {
     expect(remoteParent(header)).toBeUndefined();
   });

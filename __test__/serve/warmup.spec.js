@@ -99,3 +99,52 @@ describe('model warmup (issue 38)', () => {
     }
   });
 });
+
+describe('warmup requests as config.json gives them', () => {
+  const { checkWarmup, randomValues } = require('../../lib/serve/warmup');
+  const rule = '"warmup" must be an array of { "name", "count", "inputs": { input: "zeros" | "random" | { "file": "x.npy" } } }';
+  test('defaults: a name by position, a count of 1, inputs all zeros', () => {
+    expect(checkWarmup(undefined, 'm')).toEqual([]);
+    expect(checkWarmup([{}, { name: 'w', count: 2, inputs: { a: 'random', b: { file: 'b.npy' } } }], 'm')).toEqual([
+      { name: 'warmup 0', count: 1, inputs: {} },
+      { name: 'w', count: 2, inputs: { a: 'random', b: { file: 'b.npy' } } },
+    ]);
+  });
+  test.each([
+    [{}, `m: ${rule}`],
+    [[null], `m: ${rule}; entry 0 is null`],
+    [[3], `m: ${rule}; entry 0 is 3`],
+    [[[]], `m: ${rule}; entry 0 is []`],
+    [[{ name: 3 }], 'm: warmup 0: "name" must be a string'],
+    [[{ name: 'w', count: 1.5 }], 'm: warmup "w": "count" must be a positive integer, got 1.5'],
+    [[{ name: 'w', inputs: null }], 'm: warmup "w": "inputs" must be an object of input name -> "zeros", "random" or { "file" }'],
+    [[{ name: 'w', inputs: [] }], 'm: warmup "w": "inputs" must be an object of input name -> "zeros", "random" or { "file" }'],
+    [[{ name: 'w', inputs: { a: 'ones' } }], 'm: warmup "w": input "a" must be "zeros", "random" or { "file": "x.npy" }, got "ones"'],
+    [[{ name: 'w', inputs: { a: null } }], 'm: warmup "w": input "a" must be "zeros", "random" or { "file": "x.npy" }, got null'],
+    [[{ name: 'w', inputs: { a: { file: 3 } } }], 'm: warmup "w": input "a" must be "zeros", "random" or { "file": "x.npy" }, got {"file":3}'],
+    [[{ name: 'w', inputs: { a: { file: 'a.npy', bind: true } } }], 'm: warmup "w": input "a" must be "zeros", "random" or { "file": "x.npy" }, got {"file":"a.npy","bind":true}'],
+  ])('%j is refused', (value, message) => {
+    expect(() => checkWarmup(value, 'm')).toThrow(new Error(message));
+  });
+  test('random values: the same at every load, small, and of every sign', () => {
+    const { f16Value } = require('../../lib/numbers');
+    const f32 = randomValues({ datatype: 'FP32', count: 1000 }, 7);
+    expect(f32).toEqual(randomValues({ datatype: 'FP32', count: 1000 }, 7));
+    expect(f32).not.toEqual(randomValues({ datatype: 'FP32', count: 1000 }, 8));
+    expect(Math.min(...f32)).toBeGreaterThanOrEqual(-1);
+    expect(Math.max(...f32)).toBeLessThan(1);
+    expect(Math.min(...f32)).toBeLessThan(-0.9);
+    expect(Math.max(...f32)).toBeGreaterThan(0.9);
+    const f16 = Array.from(randomValues({ datatype: 'FP16', count: 1000 }, 7), f16Value);
+    expect(f16.every((v) => Math.abs(v) < 1)).toBe(true);
+    expect(f16.some((v) => v < -0.5) && f16.some((v) => v > 0.5)).toBe(true);
+    const i8 = randomValues({ datatype: 'INT8', count: 1000 }, 7);
+    expect(i8).toBeInstanceOf(Int8Array);
+    expect(Math.min(...i8)).toBeLessThan(-120);
+    expect(Math.max(...i8)).toBeGreaterThan(120);
+    const bool = randomValues({ datatype: 'BOOL', count: 1000 }, 7);
+    expect(new Set(bool)).toEqual(new Set([0, 1]));
+    // A seed of 0 still makes values (xorshift stays at 0 from 0).
+    expect(new Set(randomValues({ datatype: 'BOOL', count: 100 }, 0)).size).toBe(2);
+  });
+});

@@ -16,9 +16,10 @@ const score = (v) => (Number.isNaN(v) ? 'nan' : v === Infinity ? 'inf' : v === -
 function classify(values, shape, k, labels, decode) {
   const n = shape[shape.length - 1];
   const top = Math.min(k, n);
-  const rows = n === 0 ? 0 : values.length / n;
+  // A row of no elements makes no rows (values.length / 0 is NaN, and r < NaN is false).
+  const rows = values.length / n;
   const strings = [];
-  const order = new Array(n);
+  const order = [];
   for (let r = 0; r < rows; r++) {
     const base = r * n;
     for (let i = 0; i < n; i++) order[i] = i;

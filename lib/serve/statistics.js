@@ -42,8 +42,9 @@ function versionStatistics(metrics, v) {
 function modelStatistics(ctx, name, versionText) {
   const { repository, metrics } = ctx;
   let versions;
-  if (name === undefined || name === '') versions = [...repository.served()];
-  else if (versionText !== undefined && versionText !== '') versions = [resolveVersion(ctx, name, versionText)];
+  // gRPC's empty strings are its absent fields.
+  if (!name) versions = [...repository.served()];
+  else if (versionText) versions = [resolveVersion(ctx, name, versionText)];
   else {
     const model = repository.models.get(name);
     if (model === undefined) resolveVersion(ctx, name);

@@ -23,14 +23,15 @@ const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(
 /** The caller's span context from `traceparent` (and `tracestate`), or undefined when it is not valid W3C. */
 function remoteParent(traceparent, tracestate) {
   if (typeof traceparent !== 'string') return undefined;
-  const m = TRACEPARENT.exec(traceparent.trim());
+  const header = traceparent.trim();
+  const m = TRACEPARENT.exec(header);
   if (m === null) return undefined;
   const [, ver, traceId, spanId, flags] = m;
   // Version ff is invalid; version 00 has exactly four fields.
-  if (ver === 'ff' || (ver === '00' && traceparent.trim().length !== 55)) return undefined;
+  if (ver === 'ff' || (ver === '00' && header.length !== 55)) return undefined;
   if (/^0+$/.test(traceId) || /^0+$/.test(spanId)) return undefined;
   const context = { traceId, spanId, traceFlags: parseInt(flags, 16) & 1, isRemote: true };
-  if (typeof tracestate === 'string' && tracestate !== '' && typeof api.createTraceState === 'function') context.traceState = api.createTraceState(tracestate);
+  if (typeof tracestate === 'string' && tracestate !== '') context.traceState = api.createTraceState(tracestate);
   return context;
 }
 

@@ -23,7 +23,7 @@ function checkWarmup(value, where) {
     const count = w.count ?? 1;
     if (typeof name !== 'string') throw new Error(`${where}: warmup ${i}: "name" must be a string`);
     if (!Number.isSafeInteger(count) || count < 1) throw new Error(`${where}: warmup "${name}": "count" must be a positive integer, got ${JSON.stringify(count)}`);
-    const inputs = w.inputs ?? {};
+    const inputs = w.inputs === undefined ? {} : w.inputs;
     if (inputs === null || typeof inputs !== 'object' || Array.isArray(inputs)) throw new Error(`${where}: warmup "${name}": "inputs" must be an object of input name -> "zeros", "random" or { "file" }`);
     for (const [input, spec] of Object.entries(inputs)) {
       const ok = spec === 'zeros' || spec === 'random' || (spec !== null && typeof spec === 'object' && typeof spec.file === 'string' && Object.keys(spec).length === 1);
@@ -46,7 +46,7 @@ function randomValues(input, seed) {
   for (let i = 0; i < out.length; i++) {
     const r = next();
     if (input.datatype === 'FP32') out[i] = r * 2 - 1;
-    // An f16 below 2 in magnitude: a sign, an exponent under 15 and any mantissa.
+    // An f16 below 1 in magnitude: a sign, a biased exponent under 15 and any mantissa.
     else if (input.datatype === 'FP16') out[i] = ((r < 0.5 ? 0x8000 : 0) | (Math.floor(next() * 15) << 10) | Math.floor(next() * 1024)) & 0xffff;
     else if (input.datatype === 'INT8') out[i] = Math.floor(r * 256) - 128;
     else out[i] = r < 0.5 ? 0 : 1;
@@ -96,4 +96,4 @@ async function warmUp(version, plan) {
   }
 }
 
-module.exports = { checkWarmup, warmupPlan, warmUp };
+module.exports = { checkWarmup, warmupPlan, warmUp, randomValues };
