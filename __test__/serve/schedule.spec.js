@@ -110,3 +110,27 @@ function makeRepo() {
     }
   });
 });
+
+describe('a request\'s level and deadline, from its parameters and the model\'s config', () => {
+  const { poolPriority, deadline, LOWEST } = require('../../lib/serve/schedule');
+  test('level 1 runs first; none or 0 is the model\'s default level, or behind every level without one', () => {
+    const open = { priorityLevels: 0, defaultPriorityLevel: 0 };
+    expect([poolPriority(open, 1, 'm'), poolPriority(open, 7, 'm'), poolPriority(open, undefined, 'm'), poolPriority(open, 0, 'm')]).toEqual([-1, -7, LOWEST, LOWEST]);
+    const levels = { priorityLevels: 3, defaultPriorityLevel: 2 };
+    expect([poolPriority(levels, 1, 'm'), poolPriority(levels, 3, 'm'), poolPriority(levels, undefined, 'm'), poolPriority(levels, 0, 'm')]).toEqual([-1, -3, -2, -2]);
+    expect(() => poolPriority(levels, 4, 'm')).toThrow('parameter "priority" is 4: model "m" has priority levels 1 to 3 (1 is the highest)');
+    // Past 32 bits every level ranks as the lowest level but none.
+    expect(poolPriority(open, 2 ** 40, 'm')).toBe(-(2 ** 31 - 1));
+    expect(poolPriority(open, 2 ** 40, 'm')).toBeGreaterThan(LOWEST);
+  });
+  test('the request\'s timeout when shorter than the model\'s, else the model\'s; 0 or none is no timeout of its own', () => {
+    const model = (timeoutMs) => ({ timeoutMs });
+    expect(deadline(model(100), undefined, 'm')).toEqual({ ms: 100, message: 'model "m" did not answer within 100 ms' });
+    expect(deadline(model(100), 0, 'm')).toEqual({ ms: 100, message: 'model "m" did not answer within 100 ms' });
+    expect(deadline(model(100), 50000, 'm')).toEqual({ ms: 50, message: 'model "m" did not answer within the request\'s timeout of 50000 µs' });
+    expect(deadline(model(100), 200000, 'm')).toEqual({ ms: 100, message: 'model "m" did not answer within 100 ms' });
+    expect(deadline(model(100), 100000, 'm').ms).toBe(100);
+    expect(deadline(model(0), 5000, 'm')).toEqual({ ms: 5, message: 'model "m" did not answer within the request\'s timeout of 5000 µs' });
+    expect(deadline(model(0), undefined, 'm').ms).toBe(0);
+  });
+});

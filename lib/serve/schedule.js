@@ -16,7 +16,7 @@ const LOWEST = -(2 ** 31);
  */
 function poolPriority(config, level, name) {
   const levels = config.priorityLevels;
-  if (level !== undefined && levels > 0 && level > levels) throw new RequestError(400, `parameter "priority" is ${level}: model "${name}" has priority levels 1 to ${levels} (1 is the highest)`);
+  if (levels > 0 && level > levels) throw new RequestError(400, `parameter "priority" is ${level}: model "${name}" has priority levels 1 to ${levels} (1 is the highest)`);
   const effective = level === undefined || level === 0 ? config.defaultPriorityLevel : level;
   if (effective === 0) return LOWEST;
   // Levels past 2^31 all rank lowest but one.
@@ -26,7 +26,7 @@ function poolPriority(config, level, name) {
 /** `{ ms, message }`: when the request is given up (0: never) and what its 504 says. */
 function deadline(config, timeoutUs, name) {
   const modelMs = config.timeoutMs;
-  const requestMs = timeoutUs === undefined || timeoutUs === 0 ? 0 : timeoutUs / 1000;
+  const requestMs = (timeoutUs ?? 0) / 1000;
   if (requestMs > 0 && (modelMs === 0 || requestMs < modelMs)) {
     return { ms: requestMs, message: `model "${name}" did not answer within the request's timeout of ${timeoutUs} µs` };
   }
