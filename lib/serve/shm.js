@@ -117,13 +117,12 @@ function createRegions({ allowed }) {
   }
 
   /**
-   * The region `where.region`, held (it cannot be unregistered) until `release()`; `bytes` at
-   * `where.offset` must lie inside it.
+   * The region `where.region`, held (it cannot be unregistered) until `release()`; the
+   * tensor's offset and size (checked against the tensor at parse) must lie inside it.
    */
-  function hold(where, bytes, what) {
+  function hold(where, what) {
     const r = get(where.region);
     if (where.offset + where.byteSize > r.byteSize) throw bad(`${what}: shared_memory_offset ${where.offset} + shared_memory_byte_size ${where.byteSize} runs past region ${quoted(r.name)} (${r.byteSize} bytes)`);
-    if (bytes > where.byteSize) throw bad(`${what}: takes ${bytes} bytes, shared_memory_byte_size is ${where.byteSize}`);
     r.users++;
     return r;
   }
@@ -193,10 +192,10 @@ function createRegions({ allowed }) {
     try {
       let bytes = 0;
       for (const i of ins) {
-        held.push(hold(i, i.byteSize, `input "${i.name}"`));
+        held.push(hold(i, `input "${i.name}"`));
         bytes += i.byteSize;
       }
-      for (const o of outs) held.push(hold(o, 0, `output "${o.name}"`));
+      for (const o of outs) held.push(hold(o, `output "${o.name}"`));
       if (bytes > 0) {
         if (!budget.claim(bytes)) throw overBudget(budget);
         claim.bytes += bytes;
