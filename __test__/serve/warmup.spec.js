@@ -92,6 +92,8 @@ describe('model warmup (issue 38)', () => {
       expect(() => createServer({ models: bad })).toThrow(/warmup "w" names input "c", which the model has not \(its inputs: a, b\)/);
       writeModel(bad, 'm', { 1: 'add' }, { warmup: [{ name: 'w', inputs: { a: { file: 'a.npy' } } }] }, { 'a.npy': formatNpy('f32', [3], new Float32Array(3)) });
       expect(() => createServer({ models: bad })).toThrow(/warmup "w": .*a\.npy has shape \(3\), input "a" has shape \(4\)/);
+      writeModel(bad, 'm', { 1: 'add' }, { warmup: [{ name: 'w', inputs: { a: { file: 'a.npy' } } }] }, { 'a.npy': formatNpy('i8', [4], new Int8Array(4)) });
+      expect(() => createServer({ models: bad })).toThrow(/warmup "w": .*a\.npy holds i8, input "a" is FP32/);
       writeModel(bad, 'm', { 1: 'add' }, { warmup: [{ name: 'w', count: 0 }] });
       expect(() => createServer({ models: bad })).toThrow(/warmup "w": "count" must be a positive integer, got 0/);
     } finally {
