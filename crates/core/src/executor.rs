@@ -363,7 +363,7 @@ impl<T: Send + 'static> Queue<T> {
         let job = Job { token, id, priority, feeds, f16_bits, temporary, submitted: Instant::now(), found_idle };
         // Most runs share one priority: a push at the back, with no search.
         match st.jobs.back() {
-            Some(last) if last.priority < priority => {
+            Some(last) if priority > last.priority => {
                 let at = st.jobs.iter().position(|j| j.priority < priority).unwrap_or(st.jobs.len());
                 st.jobs.insert(at, job);
             }
