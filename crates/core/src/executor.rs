@@ -363,7 +363,8 @@ impl<T: Send + 'static> Queue<T> {
         let job = Job { token, id, priority, feeds, f16_bits, temporary, submitted: Instant::now(), found_idle };
         // Most runs share one priority: a push at the back, with no search.
         match st.jobs.back() {
-            Some(last) if priority > last.priority => {
+            // Compared by method, not operator: its only mutant (the guard always true) is equivalent.
+            Some(last) if priority.gt(&last.priority) => {
                 let at = st.jobs.iter().position(|j| j.priority < priority).unwrap_or(st.jobs.len());
                 st.jobs.insert(at, job);
             }
