@@ -51,6 +51,8 @@ const STATUS = {
   afterAll(async () => {
     if (server) await server.stop();
     fs.rmSync(repo, { recursive: true, force: true });
+    // A client that failed midway leaves its objects behind: /dev/shm is memory.
+    for (const f of fs.readdirSync('/dev/shm')) if (f.startsWith(`zgc-shm-spec-${process.pid}-`)) fs.rmSync(`/dev/shm/${f}`, { force: true });
   });
 
   for (const protocol of ['http', 'grpc']) {
