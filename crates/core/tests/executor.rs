@@ -230,7 +230,9 @@ fn cancel_takes_back_a_run_that_has_not_started_and_close_rejects_the_rest() {
 fn close_keeps_the_run_starting_on_a_free_instance_even_when_the_owner_lets_go_of_it() {
     let artifact = Arc::new(Artifact::open(&build("slow", "slow.c")).unwrap());
     for round in 0..50 {
-        let core = slow(&artifact, 0.0);
+        // 20 ms a run: run 0 is still in its instance when close() comes (with 0 ms, on a busy
+        // machine, run 0 could end and run 1 start first, and nothing was left to reject).
+        let core = slow(&artifact, 20.0);
         let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Runtime, usize::MAX, Offload::Always);
         let (sink, rx) = sink();
         queue.submit(0, 0, 0, feed(&artifact, [round as f32; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
