@@ -65,77 +65,96 @@ function alignedBody(length, headerLength) {
  * its tensors are read in place. `claim` is `{ bytes }`, the buffer bytes this request holds
  * now (its capacity, which grows by doubling up to the declared length).
  */
-function readBody(req, { maxBody, budget, claim, headerLength }) {
-  return new Promise((resolve, reject) => {
-    const declared = req.headers['content-length'];
-    // Stryker disable next-line ConditionalExpression: Number(undefined) is NaN, which every test below treats as -1
-    const length = declared === undefined ? -1 : Number(declared);
-    if (length > maxBody) return reject(new RequestError(413, `the request body of ${length} bytes is over the server's limit of ${maxBody} bytes`, { connection: 'close' }));
-    // Checked before a byte is read: a body that cannot fit now is never read.
-    // Stryker disable next-line ConditionalExpression,EqualityOperator: an empty body always fits, and no data comes for it
-    if (length > 0 && !budget.fits(length)) return reject(overBudget(budget));
-    // Stryker disable next-line ConditionalExpression,EqualityOperator: as above, for a declared length of 0
-    const limit = length >= 0 ? length : maxBody;
-    const make = (n) => (headerLength === undefined ? Buffer.from(new ArrayBuffer(n)) : alignedBody(n, headerLength));
-    let into = null;
-    let got = 0;
-    const refuse = (err) => {
-      // Stryker disable next-line StringLiteral: paused next, so no more data comes either way
+function readBody(req, options) {
+  return new Promise((resolve, reject) => collectBody(req, options, (err, body) => (err === null ? resolve(body) : reject(err))));
+}
+
+/**
+ * readBody's work, calling `done(err, body)` once: from the body's 'end' event itself, so that a
+ * small request is answered in the same tick as its last bytes, with no promise between.
+ */
+function collectBody(req, { maxBody, budget, claim, headerLength }, done) {
+  let finished = false;
+  const resolve = (body) => {
+    if (!finished) {
+      finished = true;
+      done(null, body);
+    }
+  };
+  const reject = (err) => {
+    if (!finished) {
+      finished = true;
+      done(err, undefined);
+    }
+  };
+  const declared = req.headers['content-length'];
+  // Stryker disable next-line ConditionalExpression: Number(undefined) is NaN, which every test below treats as -1
+  const length = declared === undefined ? -1 : Number(declared);
+  if (length > maxBody) return reject(new RequestError(413, `the request body of ${length} bytes is over the server's limit of ${maxBody} bytes`, { connection: 'close' }));
+  // Checked before a byte is read: a body that cannot fit now is never read.
+  // Stryker disable next-line ConditionalExpression,EqualityOperator: an empty body always fits, and no data comes for it
+  if (length > 0 && !budget.fits(length)) return reject(overBudget(budget));
+  // Stryker disable next-line ConditionalExpression,EqualityOperator: as above, for a declared length of 0
+  const limit = length >= 0 ? length : maxBody;
+  const make = (n) => (headerLength === undefined ? Buffer.from(new ArrayBuffer(n)) : alignedBody(n, headerLength));
+  let into = null;
+  let got = 0;
+  const refuse = (err) => {
+    // Stryker disable next-line StringLiteral: paused next, so no more data comes either way
+    req.off('data', onData);
+    // Not read on: the client is held back by TCP until the connection closes after the answer.
+    req.pause();
+    reject(err);
+  };
+  const onData = (chunk) => {
+    const end = got + chunk.length;
+    if (end > limit) {
+      // Stryker disable next-line ConditionalExpression,EqualityOperator: node:http never hands over more than a Content-Length; this 400 is a guard
+      return refuse(length >= 0
+        ? new RequestError(400, `the request body is longer than its Content-Length of ${length}`, { connection: 'close' })
+        : new RequestError(413, `the request body is over the server's limit of ${maxBody} bytes`, { connection: 'close' }));
+    }
+    // The memory held is what counts: each growth of the buffer is claimed before it is made,
+    // and past the budget (others' bodies filled it meanwhile) the body is refused midway.
+    // Stryker disable next-line ConditionalExpression: only saves a copy (the same bytes, the same claim)
+    const whole = into === null && end === limit && headerLength === undefined;
+    if (whole || into === null || end > into.length) {
+      // Doubling, and straight to the declared length once an eighth of it has come: the
+      // buffers left behind (garbage until collected) stay under a quarter of the body.
+      const doubled = Math.max(FIRST_CAPACITY, end, into === null ? 0 : 2 * into.length);
+      const capacity = whole ? chunk.length : Math.min(limit, length >= 0 && end >= length / 8 ? length : doubled);
+      if (!budget.claim(capacity - claim.bytes, capacity)) return refuse(overBudget(budget));
+      claim.bytes = capacity;
+      // Stryker disable next-line ConditionalExpression: as \`whole\` above
+      if (whole) {
+        // The whole body in one chunk: taken as it is.
+        into = chunk;
+      } else {
+        const grown = make(capacity);
+        if (into !== null) grown.set(into.subarray(0, got));
+        into = grown;
+      }
+    }
+    // Stryker disable next-line ConditionalExpression: copying a chunk onto itself changes nothing
+    if (into !== chunk) into.set(chunk, got);
+    got = end;
+  };
+  req.on('data', onData);
+  req.once('end', () => {
+    // Stryker disable next-line StringLiteral: no data comes after the end
+    req.off('data', onData);
+    if (into === null) resolve(make(0));
+    // Stryker disable next-line ConditionalExpression: a whole-length subarray holds the same bytes
+    else resolve(got === into.length ? into : into.subarray(0, got));
+  });
+  req.once('close', () => {
+    // Stryker disable next-line ConditionalExpression: a body already given ignores the reject
+    if (!req.complete) {
+      // Stryker disable next-line StringLiteral: no data comes after the close
       req.off('data', onData);
-      // Not read on: the client is held back by TCP until the connection closes after the answer.
-      req.pause();
-      reject(err);
-    };
-    const onData = (chunk) => {
-      const end = got + chunk.length;
-      if (end > limit) {
-        // Stryker disable next-line ConditionalExpression,EqualityOperator: node:http never hands over more than a Content-Length; this 400 is a guard
-        return refuse(length >= 0
-          ? new RequestError(400, `the request body is longer than its Content-Length of ${length}`, { connection: 'close' })
-          : new RequestError(413, `the request body is over the server's limit of ${maxBody} bytes`, { connection: 'close' }));
-      }
-      // The memory held is what counts: each growth of the buffer is claimed before it is made,
-      // and past the budget (others' bodies filled it meanwhile) the body is refused midway.
-      // Stryker disable next-line ConditionalExpression: only saves a copy (the same bytes, the same claim)
-      const whole = into === null && end === limit && headerLength === undefined;
-      if (whole || into === null || end > into.length) {
-        // Doubling, and straight to the declared length once an eighth of it has come: the
-        // buffers left behind (garbage until collected) stay under a quarter of the body.
-        const doubled = Math.max(FIRST_CAPACITY, end, into === null ? 0 : 2 * into.length);
-        const capacity = whole ? chunk.length : Math.min(limit, length >= 0 && end >= length / 8 ? length : doubled);
-        if (!budget.claim(capacity - claim.bytes, capacity)) return refuse(overBudget(budget));
-        claim.bytes = capacity;
-        // Stryker disable next-line ConditionalExpression: as \`whole\` above
-        if (whole) {
-          // The whole body in one chunk: taken as it is.
-          into = chunk;
-        } else {
-          const grown = make(capacity);
-          if (into !== null) grown.set(into.subarray(0, got));
-          into = grown;
-        }
-      }
-      // Stryker disable next-line ConditionalExpression: copying a chunk onto itself changes nothing
-      if (into !== chunk) into.set(chunk, got);
-      got = end;
-    };
-    req.on('data', onData);
-    req.once('end', () => {
-      // Stryker disable next-line StringLiteral: no data comes after the end
-      req.off('data', onData);
-      if (into === null) resolve(make(0));
-      // Stryker disable next-line ConditionalExpression: a whole-length subarray holds the same bytes
-      else resolve(got === into.length ? into : into.subarray(0, got));
-    });
-    req.once('close', () => {
-      // Stryker disable next-line ConditionalExpression: a promise already resolved ignores the reject
-      if (!req.complete) {
-        // Stryker disable next-line StringLiteral: no data comes after the close
-        req.off('data', onData);
-        reject(new RequestError(0, 'the client went away'));
-      }
-    });
+      reject(new RequestError(0, 'the client went away'));
+    }
   });
 }
 
-module.exports = { readBody, createBudget, overBudget, SMALL_BODY };
+module.exports = { readBody, collectBody, createBudget, overBudget, SMALL_BODY };

@@ -8,7 +8,7 @@
 
 const { RequestError, parseInfer, formatInfer } = require('./protocol');
 const { OFF_THREAD_BYTES } = require('./parsers');
-const { readBody } = require('./body');
+const { collectBody } = require('./body');
 const { bounded } = require('./elide');
 const { outcomeOf } = require('./outcomes');
 const { send, JSON_TYPE } = require('./respond');
@@ -17,11 +17,32 @@ const { runNow, runTimed } = require('../pool');
 const { startTrace, step, runSteps, endTrace } = require('./tracing');
 const { deadline, poolPriority } = require('./schedule');
 
-async function infer(ctx, req, res, name, versionText, started) {
-  const { config, state, budget, parsers, repository, metrics } = ctx;
+function infer(ctx, req, res, name, versionText, started) {
+  const t0 = performance.now();
   // The body bytes this request holds against the budget, given back once it is answered.
   const claim = { bytes: 0 };
   let v;
+  let headerLength;
+  try {
+    v = resolveVersion(ctx, name, versionText);
+    const encoding = req.headers['content-encoding'];
+    if (encoding !== undefined && encoding !== 'identity') throw new RequestError(400, `Content-Encoding ${encoding} is not supported: send the request uncompressed`);
+    const lengthHeader = req.headers['inference-header-content-length'];
+    if (lengthHeader !== undefined) {
+      headerLength = /^[0-9]{1,15}$/.test(lengthHeader) ? Number(lengthHeader) : NaN;
+      if (Number.isNaN(headerLength)) throw new RequestError(400, `Inference-Header-Content-Length must be decimal digits (a byte count), got ${JSON.stringify(bounded(lengthHeader).slice(0, 40))}`);
+    }
+  } catch (err) {
+    // Refused before a byte of the body is read.
+    return void answerInfer(ctx, req, res, name, versionText, started, t0, claim, v, headerLength, err, undefined);
+  }
+  // Answered from the body's last event: a small request never waits on a promise.
+  collectBody(req, { maxBody: ctx.config.maxBody, budget: ctx.budget, claim, headerLength }, (err, body) => void answerInfer(ctx, req, res, name, versionText, started, t0, claim, v, headerLength, err, body));
+}
+
+/** The request once its body is read (or `bodyError` when it could not be): parsed, run, answered and counted. */
+async function answerInfer(ctx, req, res, name, versionText, started, t0, claim, v, headerLength, bodyError, body) {
+  const { state, budget, parsers, repository, metrics } = ctx;
   let outcome = 'success';
   let controller = null;
   let timer = null;
@@ -32,7 +53,6 @@ async function infer(ctx, req, res, name, versionText, started) {
   // The client shared memory regions the request reads or writes, held until it is answered.
   let held = null;
   // The request's trace, when an OpenTelemetry SDK records it (tracing.js).
-  const t0 = performance.now();
   const trace = startTrace(name, 'rest', t0, req.headers.traceparent, req.headers.tracestate);
   let failure;
   const answer = (status, message, headers, code) => {
@@ -75,16 +95,7 @@ async function infer(ctx, req, res, name, versionText, started) {
     });
   };
   try {
-    v = resolveVersion(ctx, name, versionText);
-    const encoding = req.headers['content-encoding'];
-    if (encoding !== undefined && encoding !== 'identity') throw new RequestError(400, `Content-Encoding ${encoding} is not supported: send the request uncompressed`);
-    const lengthHeader = req.headers['inference-header-content-length'];
-    let headerLength;
-    if (lengthHeader !== undefined) {
-      headerLength = /^[0-9]{1,15}$/.test(lengthHeader) ? Number(lengthHeader) : NaN;
-      if (Number.isNaN(headerLength)) throw new RequestError(400, `Inference-Header-Content-Length must be decimal digits (a byte count), got ${JSON.stringify(bounded(lengthHeader).slice(0, 40))}`);
-    }
-    const body = await readBody(req, { maxBody: config.maxBody, budget, claim, headerLength });
+    if (bodyError !== null) throw bodyError;
     if (headerLength !== undefined && headerLength > body.length) throw new RequestError(400, `Inference-Header-Content-Length is ${headerLength}, the body has only ${body.length} bytes`);
     // Looked up again: a reload may have switched versions while the body arrived.
     v = resolveVersion(ctx, name, versionText);
