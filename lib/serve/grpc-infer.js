@@ -162,7 +162,7 @@ async function offloaded(call, v, name, request, trace) {
   const options = { signal: controller.signal, priority };
   const submitted = trace === null ? 0 : performance.now();
   const timing = trace === null ? undefined : {};
-  const run = timing === undefined ? v.pool.run(request.inputs, options) : runTimed(v.pool, request.inputs, options, timing);
+  const run = runTimed(v.pool, request.inputs, options, timing);
   const limited = limit.ms > 0
     ? Promise.race([run, new Promise((_, reject) => {
         timer = setTimeout(() => {

@@ -87,7 +87,7 @@ async function answerInfer(ctx, req, res, name, versionText, started, t0, claim,
     const options = { signal: controller.signal, priority };
     const submitted = trace === null ? 0 : performance.now();
     const timing = trace === null ? undefined : {};
-    const run = timing === undefined ? version.pool.run(request.inputs, options) : runTimed(version.pool, request.inputs, options, timing);
+    const run = runTimed(version.pool, request.inputs, options, timing);
     return run.finally(() => {
       if (timer !== null) clearTimeout(timer);
       res.off('close', onClose);
