@@ -205,6 +205,7 @@ export type ZgcErrorCode =
   | 'ERR_ZGC_INSTANCE_CRASHED'
   | 'ERR_ZGC_TIMEOUT'
   | 'ERR_ZGC_MEMORY_LIMIT'
+  | 'ERR_ZGC_BATCH_VARIANTS'
   | 'ERR_ZGC_INSTANCE_FAILED'
   | 'ERR_ZGC_INSTANCE_START'
   | 'ERR_ZGC_INSTANCE'
@@ -355,6 +356,78 @@ export declare class Pool implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void>
 }
 
+export interface BatcherOptions {
+  /** How long a request waits for others to join its batch (default 0: only requests that arrived while every instance was busy join). */
+  maxQueueDelayMs?: number
+  /** Batch sizes (of the variants) worth running at once: waiting rows that reach the largest go without waiting out the delay (default: the largest variant). */
+  preferredBatchSizes?: number[]
+  /** Batches run at once, and instances of each variant (default 1). */
+  instances?: number
+  /** Requests that may wait before `run` rejects ERR_ZGC_QUEUE_FULL (default 1024). */
+  maxQueue?: number
+  /** Called once per instance of each variant, to set parameters: the variant's batch size is the third argument. */
+  setup?: (runtime: Runtime, index: number, batchSize: number) => void
+  f16?: LoadOptions['f16']
+  offload?: LoadOptions['offload']
+  isolate?: LoadOptions['isolate']
+  timeoutMs?: LoadOptions['timeoutMs']
+  maxMemoryMb?: LoadOptions['maxMemoryMb']
+  startTimeoutMs?: LoadOptions['startTimeoutMs']
+}
+
+export interface BatcherRunOptions {
+  /** Must be a real AbortSignal at run time: an abort takes a waiting request out of the queue, or drops its answer. */
+  signal?: AbortSignalLike
+  /** The request is never held past this, and rejects ERR_ZGC_TIMEOUT when its answer has not come by then. */
+  timeoutMs?: number
+  /** A 32-bit integer (default 0): higher priorities go into batches first. */
+  priority?: number
+}
+
+/** One row's layout of a batched INPUT or output: its shape past the batch dimension. */
+export interface BatchedTensorInfo {
+  readonly name: string
+  readonly dtype: DType
+  readonly rowShape: readonly number[]
+}
+
+export interface BatcherStats {
+  /** Runs made, each of one variant. */
+  batches: number
+  /** Rows of requests run. */
+  rows: number
+  /** Rows of zeros run to fill variants. */
+  paddedRows: number
+  /** Runs made of each variant, by its batch size. */
+  runsBySize: Record<string, number>
+  pendingRows: number
+  running: number
+}
+
+/** Requests of a few rows each, run together on batch variants of one graph. */
+export declare class Batcher implements AsyncDisposable {
+  private constructor()
+  /** The variants' batch sizes, smallest first. */
+  readonly batchSizes: readonly number[]
+  readonly inputs: readonly BatchedTensorInfo[]
+  readonly outputs: readonly BatchedTensorInfo[]
+  /** Rows waiting to be run. */
+  readonly pending: number
+  readonly closed: boolean
+  stats(): BatcherStats
+  /** Runs one request's rows (every INPUT, the same number of rows each); resolves its rows of every output, shaped `[rows, ...rowShape]`. */
+  run(inputs: Inputs, options?: BatcherRunOptions): Promise<Tensor[]>
+  /** Refuses new runs, runs what waits at once, then closes every variant. */
+  close(): Promise<void>
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/**
+ * A dynamic batcher over batch variants of one graph, `{ 1: 'm.so', 8: 'm_b8.so' }`: the
+ * first dimension of every INPUT and output of a variant is its batch size.
+ */
+export declare function createBatcher(variants: Record<number, string | Uint8Array> | Map<number, string | Uint8Array>, options?: BatcherOptions): Batcher
+
 /** Loads and validates an artifact (a path, `~` allowed, or the library's bytes). */
 export declare function load(artifact: string | Uint8Array, options?: LoadOptions): Runtime
 
@@ -370,8 +443,10 @@ declare const zgc: {
   ABI_VERSION: typeof ABI_VERSION
   load: typeof load
   createPool: typeof createPool
+  createBatcher: typeof createBatcher
   Runtime: typeof Runtime
   Pool: typeof Pool
+  Batcher: typeof Batcher
   ZgcError: typeof ZgcError
 }
 export default zgc

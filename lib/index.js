@@ -2,7 +2,8 @@
 
 const { load, Runtime } = require('./runtime');
 const { createPool, Pool } = require('./pool');
+const { createBatcher, Batcher } = require('./batcher');
 const { ZgcError } = require('./errors');
 const pto = require('./pto');
 
-module.exports = { load, createPool, Runtime, Pool, ZgcError, ABI_VERSION: 1, pto };
+module.exports = { load, createPool, createBatcher, Runtime, Pool, Batcher, ZgcError, ABI_VERSION: 1, pto };

@@ -1,6 +1,6 @@
 // Compiled with `tsc --noEmit --strict` by types/types.spec.js: the public types must accept what
 // the README shows and reject what the runtime would refuse.
-import zgc, { load, createPool, Pool, Runtime, Tensor, ZgcError, SourceInfo, OutputArray, Float16ArrayLike } from 'zgc-runtime';
+import zgc, { load, createPool, createBatcher, Batcher, BatcherStats, Pool, Runtime, Tensor, ZgcError, SourceInfo, OutputArray, Float16ArrayLike } from 'zgc-runtime';
 import { createServer, createHandler, ServeHandler, ShutdownResult, RepositoryIndexEntry } from 'zgc-runtime/serve';
 
 const rt: Runtime = load('model.so', { f16: 'bits' });
@@ -63,7 +63,19 @@ async function service(): Promise<number> {
   createPool('model.so', { size: '2' });
   return y.data.length + z.data.length + storage.length;
 }
-export { first, fp, where, info, fromBytes, n, service };
+async function batched(): Promise<number> {
+  const batcher: Batcher = createBatcher({ 1: 'm.so', 8: 'm_b8.so' }, { maxQueueDelayMs: 2, instances: 2, setup: (r: Runtime, i: number, size: number) => r.set('w', [i, size]) });
+  const [y] = await batcher.run({ x: new Float32Array(8) }, { timeoutMs: 50, priority: 1 });
+  const stats: BatcherStats = batcher.stats();
+  const rows: readonly number[] = batcher.inputs[0].rowShape;
+  // @ts-expect-error a batcher's delay is a number of ms
+  createBatcher({ 1: 'm.so' }, { maxQueueDelayMs: '2' });
+  // @ts-expect-error variants are artifacts (paths or bytes) by batch size
+  createBatcher({ 1: 42 });
+  await batcher.close();
+  return y.shape[0] + stats.paddedRows + rows.length + batcher.batchSizes.length;
+}
+export { first, fp, where, info, fromBytes, n, service, batched };
 
 // PTO bindings, through the root export and the subpath.
 import { pto } from 'zgc-runtime';

@@ -173,6 +173,8 @@ pub const CODES: &[&str] = &[
     "ERR_ZGC_TIMEOUT",
     "ERR_ZGC_MEMORY_LIMIT",
     "ERR_ZGC_INSTANCE_FAILED",
+    // JavaScript: a batcher's variants that are not one graph in several batch sizes (lib/batcher.js).
+    "ERR_ZGC_BATCH_VARIANTS",
     // A host process of another version sent a code this side does not know.
     "ERR_ZGC_INSTANCE",
 ];
