@@ -153,6 +153,41 @@ describe.each(MODES)('createBatcher (%j)', (mode) => {
   }, 20000);
 });
 
+test('races: 300 requests, a third aborted and a third timing out at random moments', async () => {
+  // Each request either answers its own rows or rejects with its own reason, whichever came
+  // first; the batcher ends idle and keeps answering.
+  const batcher = createBatcher({ 1: fixture('affine-slow-b1'), 4: fixture('affine-slow-b4'), 8: fixture('affine-slow-b8') }, { maxQueueDelayMs: 1, instances: 2, offload: 'always' });
+  try {
+    const random = rng(300);
+    const outcomes = await Promise.all(
+      Array.from({ length: 300 }, (_, i) => {
+        const r = request(random, 1 + Math.floor(random() * 2));
+        const kind = i % 3;
+        const controller = new AbortController();
+        const reason = new Error(`abort ${i}`);
+        if (kind === 0) setTimeout(() => controller.abort(reason), random() * 20);
+        const options = kind === 0 ? { signal: controller.signal } : kind === 1 ? { timeoutMs: 1 + random() * 20 } : undefined;
+        return batcher.run(r, options).then(
+          ([y, total]) => {
+            const [ey, etotal] = affine(r.x, r.s);
+            return Array.from(y.data).join() === Array.from(ey).join() && Array.from(total.data).join() === Array.from(etotal).join() ? 'answered' : `request ${i}: wrong rows`;
+          },
+          (err) => (kind === 0 && err === reason ? 'aborted' : kind === 1 && err.code === 'ERR_ZGC_TIMEOUT' ? 'timed out' : `request ${i}: ${err.message}`),
+        );
+      }),
+    );
+    const counts = {};
+    for (const o of outcomes) counts[o] = (counts[o] || 0) + 1;
+    expect(Object.keys(counts).filter((k) => !['answered', 'aborted', 'timed out'].includes(k))).toEqual([]);
+    expect(counts.answered).toBeGreaterThanOrEqual(100);
+    expect(batcher.stats()).toMatchObject({ pendingRows: 0, running: 0 });
+    const [y] = await batcher.run({ x: [1, 2, 3, 4], s: [2] });
+    expect(Array.from(y.data)).toEqual(Array.from(affine([1, 2, 3, 4], [2])[0]));
+  } finally {
+    await batcher.close();
+  }
+}, 60000);
+
 describe('createBatcher with a busy instance', () => {
   // One 0.4 s run at a time: the requests behind it wait in the batcher's queue.
   const stall = () => createBatcher({ 1: fixture('affine-stall-b1') }, { offload: 'always' });

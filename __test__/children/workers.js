@@ -3,7 +3,7 @@
 // The addon and the same artifact in 4 worker threads and the main thread at once.
 // Prints one JSON line; exits by itself (a hang fails the spawning test by timeout).
 const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
-const { load, createPool } = require('../..');
+const { load, createPool, createBatcher } = require('../..');
 const { fixture } = require('../fixtures/manifest');
 
 async function work(seed) {
@@ -24,6 +24,14 @@ async function work(seed) {
     checked += 1;
   });
   await pool.close();
+  // A batcher of its own in each thread: total is each row's sum, run in batches of up to 8.
+  const batcher = createBatcher({ 1: fixture('affine-b1'), 4: fixture('affine-b4'), 8: fixture('affine-b8') }, { maxQueueDelayMs: 1, instances: 2 });
+  const rows = await Promise.all(Array.from({ length: 40 }, (_, i) => batcher.run({ x: [seed, i, 1, 0], s: [1] })));
+  rows.forEach(([, total], i) => {
+    if (total.data.length !== 1 || total.data[0] !== seed + i + 1) throw new Error(`batcher seed ${seed} request ${i}: ${Array.from(total.data)}`);
+    checked += 1;
+  });
+  await batcher.close();
   return checked;
 }
 
