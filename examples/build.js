@@ -12,16 +12,16 @@ const build = path.join(__dirname, 'build');
 const fixtures = path.join(__dirname, '..', '__test__', 'fixtures');
 
 /** `cross`: another platform's compiler (scripts/toolchain.js), for its tests. */
-function compile(source, artifact, cross = null, libs = ['-lm']) {
+function compile(source, artifact, cross = null, libs = ['-lm'], defines = []) {
   fs.mkdirSync(path.dirname(artifact), { recursive: true });
   const cc = cross === null ? process.env.CC || 'cc' : cross.cc;
-  execFileSync(cc, ['-shared', '-fPIC', '-O2', ...(cross === null ? [] : cross.cflags), '-I', fixtures, '-o', artifact, source, ...libs], { env: cross === null ? process.env : { ...process.env, ...cross.env } });
+  execFileSync(cc, ['-shared', '-fPIC', '-O2', ...(cross === null ? [] : cross.cflags), ...defines.map((d) => `-D${d}`), '-I', fixtures, '-o', artifact, source, ...libs], { env: cross === null ? process.env : { ...process.env, ...cross.env } });
   return artifact;
 }
 
-/** Compiles the MLP artifact (examples/mlp.c) to `artifact`; returns its path. */
-function buildMlp(artifact = path.join(build, 'mlp.so'), cross = null) {
-  return compile(path.join(__dirname, 'mlp.c'), artifact, cross);
+/** Compiles the MLP artifact (examples/mlp.c) to `artifact`, for `batch` rows a run; returns its path. */
+function buildMlp(artifact = path.join(build, 'mlp.so'), cross = null, batch = 1) {
+  return compile(path.join(__dirname, 'mlp.c'), artifact, cross, ['-lm'], [`BATCH=${batch}`]);
 }
 
 /** The MLP's weights, in logical (row-major) order, as the demo and the service use them. */
@@ -39,12 +39,15 @@ function w2Storage() {
 }
 
 /**
- * mlp.so, add.so, pto-host.so (a PTO host library that runs on the CPU, for docs/pto.md), and
+ * mlp.so (and mlp-b4.so, mlp-b8.so: the same MLP for 4 and 8 rows a run, the batcher's
+ * variants), add.so, pto-host.so (a PTO host library that runs on the CPU, for docs/pto.md), and
  * the repository examples/build/models: add/1/model.so, and mlp with
  * examples/models/mlp/config.json and the .npy files it names.
  */
 function buildExamples() {
   const mlp = buildMlp();
+  const mlpB4 = buildMlp(path.join(build, 'mlp-b4.so'), null, 4);
+  const mlpB8 = buildMlp(path.join(build, 'mlp-b8.so'), null, 8);
   const add = compile(path.join(fixtures, 'add.c'), path.join(build, 'add.so'));
   const ptoHost = compile(path.join(fixtures, 'pto_host.c'), path.join(build, 'pto-host.so'), null, ['-lpthread']);
   const models = path.join(build, 'models');
@@ -58,7 +61,7 @@ function buildExamples() {
   npy('w1.npy', [4, 8], weights.w1);
   npy('b1.npy', [8], weights.b1);
   npy('w2_storage.npy', [32], w2Storage());
-  return { mlp, add, ptoHost, models };
+  return { mlp, mlpB4, mlpB8, add, ptoHost, models };
 }
 
 module.exports = { buildMlp, buildExamples, weights, w2Storage };
