@@ -7,7 +7,7 @@
 // zgc-runtime (run, runAsync, run with { into }), the Python reference zgc-runtime 0.1.0,
 // and the same ABI bound by hand with koffi. Then the service figures (bench/services.js):
 // pools and async runs against onnxruntime-node on equivalent ONNX models, a libuv hop,
-// and event-loop delay.
+// and event-loop delay; isolation, serving, and the schedulers (bench/scheduling.js).
 const { execFileSync, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -37,6 +37,7 @@ const { setupOrt } = require('./ort');
 const { services, report } = require('./services');
 const { serving, reportServing } = require('./serving');
 const { isolation, reportIsolation } = require('./isolation');
+const { scheduling, reportScheduling } = require('./scheduling');
 
 let python = null;
 try {
@@ -236,6 +237,8 @@ async function main() {
   const iso = await isolation({ quick, ortSetup });
   process.stderr.write('serving\n');
   const http = await serving({ quick, python: process.argv.includes('--python-servers') });
+  process.stderr.write('scheduling\n');
+  const sched = await scheduling({ quick });
   const cols = ['floor', 'run', 'into', 'runAsync', 'koffi', 'python'];
   const header = ['workload', ...cols.map((c) => (c === 'floor' ? 'C floor' : c === 'into' ? 'run {into}' : c))];
   const lines = [header];
@@ -258,8 +261,9 @@ async function main() {
   console.log(`\n${report(svc)}`);
   console.log(`\n${reportIsolation(iso)}`);
   console.log(`\n${reportServing(http)}`);
+  console.log(`\n${reportScheduling(sched)}`);
   const machine = { cpus: os.cpus().length, model: os.cpus()[0].model, node: process.version, platform: `${process.platform}-${process.arch}`, date: new Date().toISOString() };
-  fs.writeFileSync(path.join(__dirname, 'results.json'), `${JSON.stringify({ machine, method: 'median ns per operation over 15 batches of >= 40 ms (Python: 3-15 batches)', workloads: rows, ratios, service: svc, isolation: iso, serving: http }, null, 2)}\n`);
+  fs.writeFileSync(path.join(__dirname, 'results.json'), `${JSON.stringify({ machine, method: 'median ns per operation over 15 batches of >= 40 ms (Python: 3-15 batches)', workloads: rows, ratios, service: svc, isolation: iso, serving: http, scheduling: sched }, null, 2)}\n`);
   console.log(`\nwritten to bench/results.json (${machine.model}, ${machine.cpus} CPUs, Node ${machine.node})`);
 }
 
