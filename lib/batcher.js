@@ -82,7 +82,8 @@ class Batcher {
   #idle = null;
   /** The last batch's run, in ms: how early a request with a deadline must go. */
   #lastRunMs = 0;
-  #figures = { batches: 0, rows: 0, paddedRows: 0, bySize: new Map() };
+  #isolate;
+  #figures = { batches: 0, rows: 0, paddedRows: 0, bySize: new Map(), byRows: new Map() };
 
   constructor(variants, options = {}) {
     if (typeof options !== 'object' || options === null) throw new TypeError('createBatcher options must be an object');
@@ -106,6 +107,7 @@ class Batcher {
     this.#maxDelay = maxQueueDelayMs;
     this.#instances = instances;
     this.#maxQueue = maxQueue;
+    this.#isolate = options.isolate === 'process' ? 'process' : undefined;
     const poolOptions = { size: instances };
     for (const key of POOL_OPTIONS) if (options[key] !== undefined) poolOptions[key] = options[key];
     this.#variants = [];
@@ -146,14 +148,28 @@ class Batcher {
   get pending() {
     return this.#waitingRows;
   }
+  /** Batches that may run at once (`instances`). */
+  get size() {
+    return this.#instances;
+  }
+  /** 'process' when the variants' instances are isolated. */
+  get isolate() {
+    return this.#isolate;
+  }
   get closed() {
     return this.#closed;
   }
 
-  /** Batches run, rows run, rows of zeros padded, and runs by variant batch size. */
+  /** Batches run, rows run, rows of zeros padded, runs by variant batch size and by the rows they held. */
   stats() {
     const f = this.#figures;
-    return { batches: f.batches, rows: f.rows, paddedRows: f.paddedRows, runsBySize: Object.fromEntries([...f.bySize].sort((a, b) => a[0] - b[0])), pendingRows: this.#waitingRows, running: this.#running };
+    const byKey = (map) => Object.fromEntries([...map].sort((a, b) => a[0] - b[0]));
+    return { batches: f.batches, rows: f.rows, paddedRows: f.paddedRows, runsBySize: byKey(f.bySize), runsByRows: byKey(f.byRows), pendingRows: this.#waitingRows, running: this.#running };
+  }
+
+  /** Each variant's pool's `stats()`, by batch size. */
+  variantStats() {
+    return Object.fromEntries(this.#variants.map((v) => [v.size, v.pool.stats()]));
   }
 
   /**
@@ -321,6 +337,7 @@ class Batcher {
     f.rows += rows;
     f.paddedRows += variant.size - rows;
     f.bySize.set(variant.size, (f.bySize.get(variant.size) || 0) + 1);
+    f.byRows.set(rows, (f.byRows.get(rows) || 0) + 1);
     this.#running++;
     const started = performance.now();
     variant.pool.run(batch).then(

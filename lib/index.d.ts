@@ -400,6 +400,8 @@ export interface BatcherStats {
   paddedRows: number
   /** Runs made of each variant, by its batch size. */
   runsBySize: Record<string, number>
+  /** Runs made, by the rows of requests they held. */
+  runsByRows: Record<string, number>
   pendingRows: number
   running: number
 }
@@ -413,8 +415,14 @@ export declare class Batcher implements AsyncDisposable {
   readonly outputs: readonly BatchedTensorInfo[]
   /** Rows waiting to be run. */
   readonly pending: number
+  /** Batches that may run at once (`instances`). */
+  readonly size: number
+  /** 'process' when the variants' instances are isolated. */
+  readonly isolate?: 'process'
   readonly closed: boolean
   stats(): BatcherStats
+  /** Each variant's pool's stats, by batch size. */
+  variantStats(): Record<string, RunStats>
   /** Runs one request's rows (every INPUT, the same number of rows each); resolves its rows of every output, shaped `[rows, ...rowShape]`. */
   run(inputs: Inputs, options?: BatcherRunOptions): Promise<Tensor[]>
   /** Refuses new runs, runs what waits at once, then closes every variant. */

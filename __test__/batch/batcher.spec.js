@@ -83,7 +83,16 @@ describe.each(MODES)('createBatcher (%j)', (mode) => {
       const runs = Object.entries(stats.runsBySize);
       expect(runs.reduce((a, [, n]) => a + n, 0)).toBe(stats.batches);
       expect(runs.reduce((a, [size, n]) => a + Number(size) * n, 0)).toBe(rows + stats.paddedRows);
+      const byRows = Object.entries(stats.runsByRows);
+      expect(byRows.reduce((a, [, n]) => a + n, 0)).toBe(stats.batches);
+      expect(byRows.reduce((a, [r, n]) => a + Number(r) * n, 0)).toBe(rows);
+      // Each variant's pool ran exactly the batches made of it.
+      const variants = batcher.variantStats();
+      expect(Object.keys(variants)).toEqual(['1', '4', '8']);
+      for (const [size, s] of Object.entries(variants)) expect(s.completed).toBe(stats.runsBySize[size] || 0);
       expect(stats.pendingRows).toBe(0);
+      expect(batcher.size).toBe(2);
+      expect(batcher.isolate).toBe(mode.isolate);
     } finally {
       rt.close();
       await batcher.close();
