@@ -176,7 +176,9 @@ function runNow(pool, inputs) {
  */
 function runTimed(pool, inputs, options, timing) {
   if (pool instanceof Pool) return poolRunTimed(pool, inputs, options, timing);
-  return runTimedIsolated(pool, inputs, options, timing);
+  if (pool instanceof IsolatedPool) return runTimedIsolated(pool, inputs, options, timing);
+  // Anything else that runs like a pool (serve's batched versions): no times of its own.
+  return pool.run(inputs, options);
 }
 
 module.exports = { Pool, createPool, runNow, runTimed };

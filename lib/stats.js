@@ -12,6 +12,12 @@ const BOUNDS_MS = histogramBoundsNs().map((ns) => ns / 1e6);
 /** A histogram as `stats()` gives it. */
 const histogram = (counts, sumMs) => ({ boundsMs: BOUNDS_MS, counts, sumMs, count: counts.reduce((a, b) => a + b, 0) });
 
+/** Two histograms of `stats()` as one (`a` may be absent). */
+function mergeHistograms(a, b) {
+  if (!a) return b;
+  return { boundsMs: b.boundsMs, counts: b.counts.map((c, i) => c + a.counts[i]), sumMs: a.sumMs + b.sumMs, count: a.count + b.count };
+}
+
 /** `stats()` as users read it: latencies in milliseconds. */
 function nativeStats(raw) {
   const ms = (ns) => (ns === null || ns === undefined ? null : ns / 1e6);
@@ -92,4 +98,4 @@ function isolatedStats(counters, dispatch, lanes) {
   };
 }
 
-module.exports = { nativeStats, isolatedStats, Latencies };
+module.exports = { mergeHistograms, nativeStats, isolatedStats, Latencies };

@@ -15,7 +15,7 @@ const { parseGrpcInfer } = require('./grpc-request');
 const { resolveVersion, settle } = require('./context');
 const { runNow, runTimed } = require('../pool');
 const { startTrace, step, runSteps, endTrace } = require('./tracing');
-const { deadline, poolPriority } = require('./schedule');
+const { deadline, poolPriority, runOptions } = require('./schedule');
 
 const bad = (message) => new RequestError(400, message);
 
@@ -159,7 +159,7 @@ async function offloaded(call, v, name, request, trace) {
   const onCancel = () => controller.abort(Object.assign(new Error('the call was cancelled'), { name: 'AbortError' }));
   call.once('cancelled', onCancel);
   let timer = null;
-  const options = { signal: controller.signal, priority };
+  const options = runOptions(v.pool, controller.signal, priority, limit);
   const submitted = trace === null ? 0 : performance.now();
   const timing = trace === null ? undefined : {};
   const run = runTimed(v.pool, request.inputs, options, timing);

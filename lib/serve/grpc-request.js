@@ -4,7 +4,7 @@
 // values from its typed contents or its raw bytes, and the outputs asked for. Pure, so that
 // the parser threads (parse-worker.js) run it too.
 
-const { RequestError, placement, shmInput, shmOutput, scheduleOf, classCountOf } = require('./protocol');
+const { RequestError, placement, shmInput, shmOutput, scheduleOf, classCountOf, inputAs, outputsFor } = require('./protocol');
 const { listText: shapeText } = require('./elide');
 
 const ARRAY = { FP32: Float32Array, FP16: Uint16Array, INT8: Int8Array, BOOL: Uint8Array };
@@ -72,16 +72,16 @@ function parseGrpcInfer(sig, msg) {
   if (raw.length > 0 && raw.length !== rawWanted) throw bad(`raw_input_contents has ${raw.length} entries for ${rawWanted} inputs: give one per input not in shared memory, in order`);
   const inputs = {};
   const given = new Set();
+  const rows = {};
   let shmInputs;
   let rawIndex = 0;
   msg.inputs.forEach((t, i) => {
-    const input = sig.byName.get(t.name);
+    let input = sig.byName.get(t.name);
     if (input === undefined) throw bad(`input "${t.name}": the model has no such input (its inputs: ${sig.inputList})`);
     if (given.has(input.name)) throw bad(`input "${input.name}" is given twice`);
     given.add(input.name);
     if (t.datatype !== input.datatype) throw bad(`input "${input.name}": datatype "${t.datatype}" given, the model takes ${input.datatype}`);
-    const same = t.shape.length === input.shape.length && t.shape.every((d, k) => d === input.shape[k]);
-    if (!same) throw bad(`input "${input.name}": shape ${shapeText(t.shape)} given, the model takes ${shapeText(input.shape)}`);
+    input = inputAs(sig, input, t.shape, rows);
     const hasContents = t.contents !== undefined && Object.values(t.contents).some((v) => v.length > 0);
     if (places[i] !== undefined) {
       if (hasContents) throw bad(`input "${input.name}": has both shared_memory_region and contents`);
@@ -98,14 +98,15 @@ function parseGrpcInfer(sig, msg) {
     const missing = sig.inputs.filter((x) => !given.has(x.name)).map((x) => `"${x.name}"`);
     throw bad(`input ${missing.join(', ')} ${missing.length > 1 ? 'are' : 'is'} missing (the model takes ${sig.inputList})`);
   }
-  let outputs = sig.outputs;
+  const forRows = outputsFor(sig, rows.n);
+  let outputs = forRows.outputs;
   let shmOutputs;
   // [{ name, k }] of the outputs answered by their top k classes.
   let classes;
   if (msg.outputs.length > 0) {
     const seen = new Set();
     outputs = msg.outputs.map((r) => {
-      const o = sig.outputByName.get(r.name);
+      const o = forRows.outputByName.get(r.name);
       if (o === undefined) throw bad(`output "${r.name}": the model has no such output (its outputs: ${sig.outputs.map((x) => x.name).join(', ')})`);
       if (seen.has(o.name)) throw bad(`output "${o.name}" is requested twice`);
       seen.add(o.name);

@@ -15,7 +15,7 @@ const { send, JSON_TYPE } = require('./respond');
 const { resolveVersion, settle } = require('./context');
 const { runNow, runTimed } = require('../pool');
 const { startTrace, step, runSteps, endTrace } = require('./tracing');
-const { deadline, poolPriority } = require('./schedule');
+const { deadline, poolPriority, runOptions } = require('./schedule');
 
 function infer(ctx, req, res, name, versionText, started) {
   const t0 = performance.now();
@@ -84,7 +84,7 @@ async function answerInfer(ctx, req, res, name, versionText, started, t0, claim,
         answer(504, err.message);
       }, limit.ms);
     }
-    const options = { signal: controller.signal, priority };
+    const options = runOptions(version.pool, controller.signal, priority, limit);
     const submitted = trace === null ? 0 : performance.now();
     const timing = trace === null ? undefined : {};
     const run = runTimed(version.pool, request.inputs, options, timing);

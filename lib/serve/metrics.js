@@ -5,6 +5,7 @@
 // at scrape time, so a run costs the metrics nothing.
 
 const client = require('prom-client');
+const { mergeHistograms } = require('../stats');
 
 const OUTCOMES = ['success', 'bad_request', 'not_found', 'not_ready', 'too_large', 'queue_full', 'over_budget', 'timeout', 'model_error', 'instance_crashed', 'canceled'];
 
@@ -24,10 +25,6 @@ function bucketLines(values, name, labels, bounds, counts, sum, count) {
 
 const keyOf = (model, version) => `${model}\u0000${version}`;
 
-function mergeHistograms(a, b) {
-  if (!a) return b;
-  return { boundsMs: b.boundsMs, counts: b.counts.map((c, i) => c + a.counts[i]), sumMs: a.sumMs + b.sumMs, count: a.count + b.count };
-}
 
 /** A histogram read from the pools' stats at scrape time, including pools switched out. */
 function nativeHistogram(registry, name, help, field, repository, retired) {
@@ -119,6 +116,36 @@ function createMetrics(repository) {
   lifecycle('zgc_instance_timeouts_total', 'Runs stopped at their model timeoutMs, their process killed', (s) => s.timeouts);
   figures('zgc_instances_alive', 'Instances able to run now (an isolated one is not while its process restarts)', (pool) => (pool.isolate === 'process' ? pool.stats().alive : pool.size));
   const active = new client.Gauge({ name: 'zgc_http_requests_in_flight', help: 'HTTP requests being answered', registers: [registry] });
+  // Batched models (config.json "dynamicBatching"): the rows each run held, by the variants' sizes, and the rows of zeros padded.
+  registry.registerMetric({
+    name: 'zgc_batch_rows',
+    help: "Rows of requests each batched run held (buckets: the model's batch variants)",
+    type: 'histogram',
+    aggregator: 'sum',
+    get() {
+      const values = [];
+      for (const v of repository.served()) {
+        const batcher = v.pool.batcher;
+        if (batcher === undefined) continue;
+        const s = batcher.stats();
+        const bounds = batcher.batchSizes;
+        const counts = new Array(bounds.length).fill(0);
+        for (const [rows, n] of Object.entries(s.runsByRows)) counts[bounds.findIndex((b) => Number(rows) <= b)] += n;
+        bucketLines(values, 'zgc_batch_rows', { model: v.model.name, version: v.version }, bounds, counts, s.rows, s.batches);
+      }
+      return { name: 'zgc_batch_rows', help: this.help, type: 'histogram', values, aggregator: 'sum' };
+    },
+  });
+  new client.Counter({
+    name: 'zgc_batch_padded_rows_total',
+    help: 'Rows of zeros run to fill batch variants',
+    labelNames: ['model', 'version'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const v of repository.served()) if (v.pool.batcher !== undefined) this.inc({ model: v.model.name, version: v.version }, v.pool.batcher.stats().paddedRows);
+    },
+  });
   nativeHistogram(registry, 'zgc_queue_wait_seconds', 'Time runs waited for an instance', 'queueWaitHistogram', repository, retired);
   nativeHistogram(registry, 'zgc_compute_seconds', 'Time runs took on an instance', 'computeHistogram', repository, retired);
 

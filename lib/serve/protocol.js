@@ -199,29 +199,78 @@ const describe = (v) => {
  * What the protocol shows of a model version: its INPUT sources, and its outputs under the
  * names its config gives (default `output_<index>`).
  */
-function signatureOf(runtime, outputNames) {
+/** The JSON of an output up to its data. */
+const outputPrefix = (name, datatype, shape) => `{"name":${JSON.stringify(name)},"datatype":"${datatype}","shape":${JSON.stringify(shape)},`;
+
+/**
+ * A model's inputs and outputs as requests see them. `maxBatch`: the model is served by a
+ * dynamic batcher whose largest variant takes that many rows; its first dimensions are then
+ * -1 (any rows, as Triton shows a batch dimension), and each input's and output's `count`
+ * and `bytes` are of one row.
+ */
+function signatureOf(runtime, outputNames, maxBatch) {
+  const batched = maxBatch !== undefined;
+  const shapeOf = (t) => (batched ? [-1, ...t.shape.slice(1)] : t.shape); // frozen, as all metadata of a runtime
+  const perRow = (t, n) => (batched ? n / t.shape[0] : n);
   const inputs = runtime.sources
     .filter((s) => s.kind === 'input')
-    .map((s) => ({ name: s.name, datatype: DATATYPE[s.dtype], shape: s.shape, count: s.shape.reduce((a, b) => a * b, 1), bytes: s.byteCount }));
+    .map((s) => ({ name: s.name, datatype: DATATYPE[s.dtype], shape: shapeOf(s), count: perRow(s, s.shape.reduce((a, b) => a * b, 1)), bytes: perRow(s, s.byteCount) }));
   const outputs = runtime.outputs.map((o, index) => {
     const name = outputNames ? outputNames[index] : `output_${index}`;
-    const shape = o.shape; // frozen, as all metadata of a runtime
-    // The JSON of an output up to its data, written once.
-    const prefix = `{"name":${JSON.stringify(name)},"datatype":"${DATATYPE[o.dtype]}","shape":${JSON.stringify(shape)},`;
-    return { name, datatype: DATATYPE[o.dtype], shape, index, prefix, bytes: o.byteCount };
+    const shape = shapeOf(o);
+    // Written once; a batched output's is written per request, with its rows.
+    const prefix = batched ? undefined : outputPrefix(name, DATATYPE[o.dtype], shape);
+    return { name, datatype: DATATYPE[o.dtype], shape, index, prefix, bytes: perRow(o, o.byteCount) };
   });
   const inputList = inputs.map((i) => i.name).join(', ');
   // What a parser thread is sent: plain data, without the scratch arrays.
-  const portable = { inputs, outputs, inputList };
+  const portable = { inputs, outputs, inputList, maxBatch };
   return { ...signatureFromPortable(portable), portable };
 }
 
 /** A signature from its portable form (in a parser thread), with scratch arrays of its own. */
-function signatureFromPortable({ inputs, outputs, inputList }) {
+function signatureFromPortable({ inputs, outputs, inputList, maxBatch }) {
   const own = inputs.map((i) => ({ ...i, scratch: null }));
   // A gRPC request's contents are capped at the largest input before a value is read (lib/serve/pb.js).
-  const limits = { elements: own.reduce((m, i) => Math.max(m, i.count), 0) };
-  return { inputs: own, outputs, byName: new Map(own.map((i) => [i.name, i])), outputByName: new Map(outputs.map((o) => [o.name, o])), inputList, limits };
+  const limits = { elements: own.reduce((m, i) => Math.max(m, i.count), 0) * (maxBatch ?? 1) };
+  return { inputs: own, outputs, byName: new Map(own.map((i) => [i.name, i])), outputByName: new Map(outputs.map((o) => [o.name, o])), inputList, limits, maxBatch };
+}
+
+/**
+ * The input as this request gives it: the model's own, or for a batched model one of `rows`
+ * rows (its first dimension), checked against the largest variant and the other inputs'
+ * rows (`rows.n`, set by the first input).
+ */
+function inputAs(sig, input, given, rows) {
+  if (sig.maxBatch === undefined) {
+    checkShape(input, given);
+    return input;
+  }
+  if (!Array.isArray(given)) throw bad(`input "${input.name}": "shape" must be an array of integers, got ${describe(given)}`);
+  const same = given.length === input.shape.length && given.every((d, i) => (i === 0 ? Number.isSafeInteger(d) : d === input.shape[i]));
+  if (!same) {
+    if (!given.every((d) => Number.isInteger(d) && d >= 0)) throw bad(`input "${input.name}": "shape" must be an array of non-negative integers, got ${shapeText(given)}`);
+    throw bad(`input "${input.name}": shape ${shapeText(given)} given, the model takes ${shapeText(input.shape)} (-1: 1 to ${sig.maxBatch} rows)`);
+  }
+  const n = given[0];
+  if (n < 1 || n > sig.maxBatch) throw bad(`input "${input.name}": ${n} rows given, the model takes 1 to ${sig.maxBatch} (its largest batch variant)`);
+  if (rows.n === undefined) {
+    rows.n = n;
+    rows.first = input.name;
+  } else if (n !== rows.n) {
+    throw bad(`input "${input.name}": ${n} rows given, input "${rows.first}" has ${rows.n}: every input of a request has the same rows`);
+  }
+  return { ...input, shape: given.slice(), count: input.count * n, bytes: input.bytes * n, scratch: null };
+}
+
+/** For a batched model, the signature's outputs as a request of `n` rows gets them; else the signature. */
+function outputsFor(sig, n) {
+  if (sig.maxBatch === undefined) return sig;
+  const outputs = sig.outputs.map((o) => {
+    const shape = [n, ...o.shape.slice(1)];
+    return { ...o, shape, bytes: o.bytes * n, prefix: outputPrefix(o.name, o.datatype, shape) };
+  });
+  return { outputs, outputByName: new Map(outputs.map((o) => [o.name, o])) };
 }
 
 function checkShape(input, given) {
@@ -352,12 +401,13 @@ function parseInfer(sig, body, headerLength) {
   const binaryOutput = parameters !== null && typeof parameters === 'object' && parameters.binary_data_output === true;
   const runInputs = {};
   const given = new Set();
+  const rows = {};
   let shmInputs;
   let offset = headerLength;
   for (let i = 0; i < inputs.length; i++) {
     const t = inputs[i];
     if (t === null || typeof t !== 'object') throw bad(`inputs[${i}] must be a tensor object, got ${describe(t)}`);
-    const input = sig.byName.get(t.name);
+    let input = sig.byName.get(t.name);
     if (input === undefined) {
       if (typeof t.name !== 'string') throw bad(`inputs[${i}]: "name" must be a string, got ${describe(t.name)}`);
       throw bad(`input "${t.name}": the model has no such input (its inputs: ${sig.inputList})`);
@@ -365,7 +415,7 @@ function parseInfer(sig, body, headerLength) {
     if (given.has(input.name)) throw bad(`input "${input.name}" is given twice`);
     given.add(input.name);
     if (t.datatype !== input.datatype) throw bad(`input "${input.name}": datatype ${describe(t.datatype)} given, the model takes ${input.datatype}`);
-    checkShape(input, t.shape);
+    input = inputAs(sig, input, t.shape, rows);
     const size = t.parameters !== null && typeof t.parameters === 'object' ? t.parameters.binary_data_size : undefined;
     const place = placement(`input "${input.name}"`, t.parameters);
     if (place !== undefined) {
@@ -387,7 +437,7 @@ function parseInfer(sig, body, headerLength) {
     const missing = sig.inputs.filter((x) => !given.has(x.name)).map((x) => `"${x.name}"`);
     throw bad(`input ${missing.join(', ')} ${missing.length > 1 ? 'are' : 'is'} missing (the model takes ${sig.inputList})`);
   }
-  const wanted = requested(sig, outputs, binaryOutput);
+  const wanted = requested(outputsFor(sig, rows.n), outputs, binaryOutput);
   const shmOutputs = shmOutputsOf(wanted);
   const { priority, timeoutUs } = scheduleOf(parameters);
   return { id, inputs: runInputs, outputs: wanted, shmInputs, shmOutputs, priority, timeoutUs };
@@ -554,4 +604,4 @@ function classified(output, data, k, labels) {
   return classify(data, output.shape, k, labels === undefined ? undefined : labels.get(output.name), decode);
 }
 
-module.exports = { classified, classCountOf, DATATYPE, RequestError, signatureOf, signatureFromPortable, parseInfer, formatInfer, readHeader, placement, shmInput, shmOutput, scheduleOf, ARRAY, TAKE_BYTES };
+module.exports = { classified, classCountOf, DATATYPE, RequestError, signatureOf, signatureFromPortable, inputAs, outputsFor, parseInfer, formatInfer, readHeader, placement, shmInput, shmOutput, scheduleOf, ARRAY, TAKE_BYTES };

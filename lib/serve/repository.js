@@ -11,11 +11,12 @@ const path = require('node:path');
 const { createPool } = require('../pool');
 const { parseNpy } = require('../npy');
 const { signatureOf } = require('./protocol');
+const { checkBatching, batchedPool } = require('./batching');
 const { checkWarmup, warmupPlan, warmUp } = require('./warmup');
 
 const NAME = /^[A-Za-z0-9_.-]+$/;
 const VERSION = /^[1-9][0-9]*$|^0$/;
-const CONFIG_KEYS = ['instances', 'maxQueue', 'timeoutMs', 'priorityLevels', 'defaultPriorityLevel', 'labels', 'warmup', 'offload', 'isolate', 'maxMemoryMb', 'versionPolicy', 'outputs', 'parameters'];
+const CONFIG_KEYS = ['instances', 'maxQueue', 'timeoutMs', 'priorityLevels', 'defaultPriorityLevel', 'labels', 'warmup', 'dynamicBatching', 'offload', 'isolate', 'maxMemoryMb', 'versionPolicy', 'outputs', 'parameters'];
 
 class LoadError extends Error {}
 
@@ -112,6 +113,7 @@ function settle(config, defaults, where) {
     parameters: config.parameters ?? {},
     labels: config.labels ?? {},
     warmup: checkWarmup(config.warmup, where),
+    dynamicBatching: checkBatching(config.dynamicBatching, where),
   };
   if (out.priorityLevels > 0 && out.defaultPriorityLevel > out.priorityLevels) throw new LoadError(`${where}: "defaultPriorityLevel" ${out.defaultPriorityLevel} is past "priorityLevels" ${out.priorityLevels}`);
   if (out.isolate !== 'none' && out.isolate !== 'process') throw new LoadError(`${where}: "isolate" must be "none" or "process", got ${JSON.stringify(out.isolate)}`);
@@ -226,7 +228,16 @@ function parametersOf(model, where, config, sources) {
   return plan;
 }
 
-/** Builds one version's pool; its instances take the parameters in `setup`. */
+const maxBatchOf = (batching) => Math.max(...Object.keys(batching.variants).map(Number));
+
+/** A batch variant's file, beside the version's model.so. */
+function variantFile(where, file) {
+  const full = path.join(where.dir, file);
+  if (!fs.existsSync(full)) throw new LoadError(`"dynamicBatching" names ${file}, which is not in ${where.dir}`);
+  return full;
+}
+
+/** Builds one version's pool (a batcher's, with "dynamicBatching"); its instances take the parameters in `setup`. */
 function openVersion(model, where, config) {
   const isolated = config.isolate === 'process';
   let plan;
@@ -236,8 +247,8 @@ function openVersion(model, where, config) {
   // loaded would be handed back by dlopen), and rewriting model.so in place cannot touch a
   // running one. Isolated, each instance's process loads the file (and checks, when it
   // starts again, that what it finds is the same artifact).
-  const pool = createPool(isolated ? where.file : fs.readFileSync(where.file), {
-    size: config.instances,
+  const batching = config.dynamicBatching;
+  const options = {
     maxQueue: config.maxQueue,
     offload: config.offload,
     f16: 'bits',
@@ -249,7 +260,7 @@ function openVersion(model, where, config) {
           throw new LoadError(`config "outputs" names ${config.outputs.length} outputs, the artifact has ${rt.outputs.length}`);
         }
         if (config.outputs !== undefined && new Set(config.outputs).size !== config.outputs.length) throw new LoadError('config "outputs" names an output twice');
-        signature = signatureOf(rt, config.outputs);
+        signature = signatureOf(rt, config.outputs, batching === undefined ? undefined : maxBatchOf(batching));
         // Kept off the portable signature that parser threads are sent.
         signature.labels = labelsOf(model, where, config, signature);
         warmup = warmupPlan(config.warmup, signature, (file) => parameterFile(model, where, file));
@@ -261,7 +272,13 @@ function openVersion(model, where, config) {
         else (p.bind ? rt.bind : rt.set).call(rt, p.name, p.data);
       }
     },
-  });
+  };
+  const read = (file) => (isolated ? file : fs.readFileSync(file));
+  const pool =
+    batching === undefined
+      ? createPool(read(where.file), { size: config.instances, ...options })
+      : // The batcher's queue holds requests (at least one: each waits there a moment), its variants' pools only batches.
+        batchedPool(batching, (file) => read(variantFile(where, file)), { ...options, instances: config.instances, maxQueue: Math.max(1, config.maxQueue) });
   const version = new Version(model, where.version, pool, signature, config);
   version.warmup = warmup;
   return version;

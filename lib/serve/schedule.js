@@ -33,4 +33,13 @@ function deadline(config, timeoutUs, name) {
   return { ms: modelMs, message: `model "${name}" did not answer within ${modelMs} ms` };
 }
 
-module.exports = { poolPriority, deadline, LOWEST };
+/**
+ * The options of a queued run: its abort signal and pool priority, and for a batched version
+ * its deadline too, so that the batcher never holds it for others past it.
+ */
+function runOptions(pool, signal, priority, limit) {
+  if (limit.ms > 0 && pool.batcher !== undefined) return { signal, priority, timeoutMs: limit.ms };
+  return { signal, priority };
+}
+
+module.exports = { poolPriority, deadline, runOptions, LOWEST };

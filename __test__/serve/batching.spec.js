@@ -1,0 +1,154 @@
+'use strict';
+
+// Dynamic batching in serve (issue 39): model "affine" is served from its batch variants 1, 4
+// and 8 (config.json "dynamicBatching"). The real tritonclient, HTTP and gRPC, sends 200
+// requests of 1 to 3 rows at once; every answer is compared with the same rows run alone,
+// synchronously, in this process, and /metrics counts the batches.
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { load } = require('../..');
+const { fixture } = require('../fixtures/manifest');
+const { rng } = require('../helpers');
+const { writeModel, listenInProcess, pythonClient, hasClients } = require('../serve/setup');
+
+const STATUS = { http: '400', grpc: 'StatusCode.INVALID_ARGUMENT' };
+
+function makeRepo() {
+  const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-batching-'));
+  const dir = writeModel(repo, 'affine', { 1: 'affine-b1' }, { instances: 2, dynamicBatching: { variants: { 1: 'model.so', 4: 'model_b4.so', 8: 'model_b8.so' }, maxQueueDelayMs: 5 } });
+  fs.copyFileSync(fixture('affine-b4'), path.join(dir, '1', 'model_b4.so'));
+  fs.copyFileSync(fixture('affine-b8'), path.join(dir, '1', 'model_b8.so'));
+  // A batcher that would wait a minute for others.
+  const patient = writeModel(repo, 'patient', { 1: 'affine-b1' }, { instances: 1, dynamicBatching: { variants: { 1: 'model.so', 4: 'model_b4.so' }, maxQueueDelayMs: 60000 } });
+  fs.copyFileSync(fixture('affine-b4'), path.join(patient, '1', 'model_b4.so'));
+  return repo;
+}
+
+/** 200 requests of 1 to 3 rows of values exact in f32 (so that JSON carries them exactly). */
+function requests(seed) {
+  const random = rng(seed);
+  return Array.from({ length: 200 }, () => {
+    const rows = 1 + Math.floor(random() * 3);
+    return { x: Array.from({ length: rows * 4 }, () => Math.round(random() * 64 - 32) / 4), s: Array.from({ length: rows }, () => Math.round(random() * 16 - 8) / 2) };
+  });
+}
+
+/** A request's rows run one by one on the batch-1 variant. */
+function alone(rt, { x, s }) {
+  const y = [];
+  const total = [];
+  for (let r = 0; r < s.length; r++) {
+    const [yr, tr] = rt.run({ x: x.slice(r * 4, r * 4 + 4), s: [s[r]] });
+    y.push(...yr.data);
+    total.push(...tr.data);
+  }
+  return { shape: [[s.length, 3], [s.length]], y, total };
+}
+
+/** The batch-rows histogram and padded rows of /metrics: { buckets: {le: n}, count, sum, padded }. */
+async function batchMetrics(url) {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const buckets = {};
+  for (const m of text.matchAll(/^zgc_batch_rows_bucket\{model="affine",version="1",le="([^"]+)"\} (\d+)$/gm)) buckets[m[1]] = Number(m[2]);
+  const one = (name) => Number(new RegExp(`^${name}\\{model="affine",version="1"\\} (\\d+)$`, 'm').exec(text)[1]);
+  return { buckets, count: one('zgc_batch_rows_count'), sum: one('zgc_batch_rows_sum'), padded: one('zgc_batch_padded_rows_total') };
+}
+
+(hasClients ? describe : describe.skip)('dynamic batching over batch variants (issue 39)', () => {
+  let server;
+  let grpcPort;
+  let repo;
+  let rt;
+  beforeAll(async () => {
+    repo = makeRepo();
+    server = await listenInProcess([repo]);
+    grpcPort = await server.server.listenGrpc(0, '127.0.0.1');
+    rt = load(fixture('affine-b1'));
+  });
+  afterAll(async () => {
+    rt.close();
+    if (server) await server.stop();
+    fs.rmSync(repo, { recursive: true, force: true });
+  });
+
+  let before = { count: 0, sum: 0, padded: 0 };
+  for (const [protocol, seed] of [['http', 1], ['grpc', 2]]) {
+    test(`${protocol}: 200 concurrent requests each get their own rows, as run alone; /metrics counts the batches`, async () => {
+      const sent = requests(seed);
+      const seen = await pythonClient('batching_client.py', protocol, [protocol, `127.0.0.1:${protocol === 'http' ? server.port : grpcPort}`], JSON.stringify(sent));
+      expect(seen.results.length).toBe(200);
+      seen.results.forEach((got, i) => expect(got).toEqual(alone(rt, sent[i])));
+      // The batch dimension is -1, as Triton shows it.
+      expect(seen.shapes).toEqual({ x: [-1, 4], s: [-1], output_0: [-1, 3], output_1: [-1] });
+      expect(seen.tooMany).toEqual([STATUS[protocol], 'input "x": 9 rows given, the model takes 1 to 8 (its largest batch variant)']);
+      expect(seen.mismatched).toEqual([STATUS[protocol], 'input "s": 3 rows given, input "x" has 2: every input of a request has the same rows']);
+      const rows = sent.reduce((n, r) => n + r.s.length, 0);
+      const m = await batchMetrics(server.url);
+      // Every row counted once, in fewer runs than requests; a run's rows plus its padding fill its variant.
+      expect(m.sum - before.sum).toBe(rows);
+      expect(m.count - before.count).toBeLessThan(200);
+      expect(Object.keys(m.buckets)).toEqual(['1', '4', '8', '+Inf']);
+      expect(m.buckets['+Inf']).toBe(m.count);
+      expect(m.buckets['1'] + (m.buckets['4'] - m.buckets['1']) * 4 + (m.buckets['8'] - m.buckets['4']) * 8).toBe(m.sum + m.padded);
+      before = m;
+    }, 120000);
+  }
+
+  test('model metadata, config and the server metadata show the batching', async () => {
+    const meta = await (await fetch(`${server.url}/v2/models/affine`)).json();
+    expect(meta.inputs).toEqual([{ name: 'x', datatype: 'FP32', shape: [-1, 4] }, { name: 's', datatype: 'FP32', shape: [-1] }]);
+    const config = await (await fetch(`${server.url}/v2/models/affine/config`)).json();
+    expect(config).toMatchObject({ maxBatchSize: 8, dynamicBatching: { variants: { 1: 'model.so', 4: 'model_b4.so', 8: 'model_b8.so' }, maxQueueDelayMs: 5 } });
+    expect((await (await fetch(`${server.url}/v2`)).json()).extensions).toContain('dynamic_batching');
+  });
+
+  test.each([
+    ['a first dimension of 0', { x: [0, 4], s: [0] }, 'input "x": 0 rows given, the model takes 1 to 8 (its largest batch variant)'],
+    ['another row shape', { x: [1, 3], s: [1] }, 'input "x": shape [1,3] given, the model takes [-1,4] (-1: 1 to 8 rows)'],
+    ['a negative first dimension', { x: [-1, 4], s: [1] }, 'input "x": -1 rows given, the model takes 1 to 8 (its largest batch variant)'],
+    ['a fractional first dimension', { x: [1.5, 4], s: [1] }, 'input "x": "shape" must be an array of non-negative integers, got [1.5,4]'],
+  ])('REST refuses %s, naming it', async (_, shapes, message) => {
+    const body = { inputs: [{ name: 'x', datatype: 'FP32', shape: shapes.x, data: [] }, { name: 's', datatype: 'FP32', shape: shapes.s, data: [] }] };
+    const r = await fetch(`${server.url}/v2/models/affine/infer`, { method: 'POST', body: JSON.stringify(body) });
+    expect(r.status).toBe(400);
+    expect((await r.json()).error).toBe(message);
+  });
+
+  test("a request's timeout is not waited out: with a 60 s delay, a 2 s timeout is answered before it", async () => {
+    const body = { inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }, { name: 's', datatype: 'FP32', shape: [1], data: [1] }], parameters: { timeout: 2000000 } };
+    const r = await fetch(`${server.url}/v2/models/patient/infer`, { method: 'POST', body: JSON.stringify(body) });
+    expect(r.status).toBe(200);
+    expect((await r.json()).outputs[1].data).toEqual([10]);
+  }, 20000);
+});
+
+describe('config.json "dynamicBatching" is checked when the model loads', () => {
+  test.each([
+    ['variants that are no object', { variants: [] }, /"dynamicBatching" must be \{ "variants": .*"variants" names none/],
+    ['a size that is no positive integer', { variants: { 0: 'model.so' } }, /variant batch sizes are positive integers, got "0"/],
+    ['a path', { variants: { 1: 'model.so', 4: '../model_b4.so' } }, /variant 4 must name a file in the version directory \(no path\), got "\.\.\/model_b4\.so"/],
+    ['a file that is not there', { variants: { 1: 'model.so', 4: 'model_b4.so' } }, /"dynamicBatching" names model_b4\.so, which is not in .*\/1/],
+    ['a negative delay', { variants: { 1: 'model.so' }, maxQueueDelayMs: -1 }, /"maxQueueDelayMs" must be a number >= 0, got -1/],
+    ['a preferred size that is no variant', { variants: { 1: 'model.so' }, preferredBatchSizes: [4] }, /"preferredBatchSizes" must list variant batch sizes \(1\), got \[4\]/],
+    ['an unknown key', { variants: { 1: 'model.so' }, delay: 1 }, /"dynamicBatching" has an unknown key "delay"/],
+    ['variants of another graph', { variants: { 1: 'model.so', 4: 'other.so' } }, /the batch-4 variant's inputs \(a f32 \[batch\]; b f32 \[batch\]\) are not the batch-1 variant's \(x f32 \[batch, 4\]; s f32 \[batch\]\): variants must be one graph/],
+  ])('%s', async (_, dynamicBatching, message) => {
+    const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-batching-bad-'));
+    try {
+      const dir = writeModel(repo, 'affine', { 1: 'affine-b1' }, { dynamicBatching });
+      fs.copyFileSync(fixture('add'), path.join(dir, '1', 'other.so'));
+      const { createServer } = require('../../lib/serve');
+      let err;
+      try {
+        const s = createServer({ models: [repo], log: () => {} });
+        await s.shutdown();
+      } catch (e) {
+        err = e;
+      }
+      expect(err && err.message).toMatch(message);
+    } finally {
+      fs.rmSync(repo, { recursive: true, force: true });
+    }
+  });
+});
