@@ -206,6 +206,7 @@ export type ZgcErrorCode =
   | 'ERR_ZGC_TIMEOUT'
   | 'ERR_ZGC_MEMORY_LIMIT'
   | 'ERR_ZGC_BATCH_VARIANTS'
+  | 'ERR_ZGC_SEQUENCE'
   | 'ERR_ZGC_INSTANCE_FAILED'
   | 'ERR_ZGC_INSTANCE_START'
   | 'ERR_ZGC_INSTANCE'
@@ -351,7 +352,34 @@ export declare class Pool implements AsyncDisposable {
   stats(): RunStats
   /** Runs once on a free instance; inputs are copied at call time. */
   run(inputs?: Inputs, options?: PoolRunOptions): Promise<Tensor[]>
+  /** A sequence of runs that keeps its own STATE (BOUND STATE sources) between them. */
+  sequence(options?: SequenceOptions): Sequence
   /** Refuses new runs, lets queued and running ones finish, then closes every instance. */
+  close(): Promise<void>
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+export interface SequenceOptions {
+  /** Logical values (C order) of STATE sources at the sequence's start (default: zeros). */
+  initialState?: Inputs
+}
+
+export interface SequenceRunOptions {
+  /** Must be a real AbortSignal at run time: an abort rejects a run that has not started. */
+  signal?: AbortSignalLike
+  /** As `pool.run`'s: among queued runs of the pool, higher first. */
+  priority?: number
+}
+
+/** Runs of a pool that keep their own STATE between them, one after another, each on any free instance. */
+export declare class Sequence implements AsyncDisposable {
+  private constructor()
+  /** Runs started or queued so far. */
+  readonly runs: number
+  readonly closed: boolean
+  /** One run after the sequence's earlier ones; inputs are copied at call time. */
+  run(inputs?: Inputs, options?: SequenceRunOptions): Promise<Tensor[]>
+  /** Refuses new runs; resolves once the runs already made are over. */
   close(): Promise<void>
   [Symbol.asyncDispose](): Promise<void>
 }

@@ -7,6 +7,7 @@ const { IsolatedPool, isolationOptions, runTimedIsolated } = require('./isolate'
 const { ZgcError } = require('./errors');
 const { NativePool } = require('./native');
 const { refuseUnknownKeys, priorityOf } = require('./options');
+const { Sequence } = require('./sequence');
 
 // Stryker disable next-line StringLiteral: the fallback of hosts before Symbol.asyncDispose (Node < 20.4), none of which we test on
 const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
@@ -134,6 +135,20 @@ class Pool {
     } catch (err) {
       return Promise.reject(err);
     }
+  }
+
+  /**
+   * A sequence of runs that keeps its own STATE between them (lib/sequence.js): its runs go
+   * in call order, each on any free instance, lent the sequence's state.
+   */
+  sequence(options) {
+    if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');
+    const first = this.#runtimes[0];
+    const queue = (staged, signal, priority) =>
+      submit(first, this.#native, staged, this.#f16Bits, signal, () => {
+        this.#inline = this.#native.inline;
+      }, priority);
+    return new Sequence(this, first, queue, options);
   }
 
   /** Refuses new runs, lets queued and running ones finish, then closes every instance. */

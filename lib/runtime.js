@@ -397,6 +397,22 @@ class Runtime {
     }
   }
 
+  /** @internal Storage of BOUND source `name` that runs borrow one at a time (a sequence's state): zeros, or `initial` packed. */
+  lendable(name, initial) {
+    const index = this.#index(name);
+    const array = initial === undefined ? undefined : toTypedArray(this.#info.internal[index], initial);
+    try {
+      return this.#opened.native.lendable(index, array);
+    } catch (err) {
+      throw fromNative(err);
+    }
+  }
+
+  /** @internal Lends `lendable` to the run `staged` is for, for that run only. */
+  stageLent(staged, lendable) {
+    this.#opened.native.stageLent(staged, lendable);
+  }
+
   /**
    * @internal Copies `inputs` for a run that starts later: into `target`'s staging (a
    * runtime applies them at once when it is idle), by default the artifact's (any instance).

@@ -3,7 +3,7 @@
 // Run with `node --expose-gc lifetime.js <scenario>`: each scenario prints one JSON line.
 // A crash (SIGSEGV, abort) shows as a non-zero exit in the spec that spawns this.
 
-const { load } = require('../..');
+const { load, createPool } = require('../..');
 const { fixture } = require('../fixtures/manifest');
 
 const N = 1 << 20;
@@ -186,6 +186,27 @@ const scenarios = {
   },
 
   // close() releases the bound array; a closed runtime collected later is harmless.
+  // Sequences dropped by JavaScript, unclosed, while their runs wait and run: each run holds
+  // a share of its sequence's state, so every queued run still reads and writes it.
+  'sequence-dropped'() {
+    const pool = createPool(fixture('accum'), { size: 2, offload: 'always', setup: (rt) => rt.storage('h') });
+    const runs = [];
+    for (let s = 0; s < 20; s++) {
+      const seq = pool.sequence({ initialState: { h: [s, 0, 0, 0, 0] } });
+      for (let k = 0; k < 10; k++) runs.push(seq.run({ x: [1, 0, 0, 0] }).then(([y, steps]) => (y.data[0] === s + k + 1 && steps.data[0] === k + 1 ? null : `sequence ${s} run ${k}: ${y.data[0]}, ${steps.data[0]}`)));
+    }
+    const pump = setInterval(() => {
+      gc();
+      churn();
+    }, 5);
+    return Promise.all(runs).then(async (bad) => {
+      clearInterval(pump);
+      await pool.close();
+      const wrong = bad.filter((b) => b !== null);
+      return { ok: wrong.length === 0, wrong: wrong.slice(0, 3) };
+    });
+  },
+
   'close-while-bound'() {
     const rt = load(fixture('big'));
     rt.bind('w', ramp(0));

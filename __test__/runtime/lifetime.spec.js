@@ -23,6 +23,10 @@ describe('worker threads', () => {
 });
 
 describe('bound storage and runtimes across garbage collection', () => {
+  test('sequences dropped unclosed while their runs wait keep their state through GC and churn (200 runs checked)', () => {
+    expect(scenario('sequence-dropped')).toEqual({ ok: true, wrong: [] });
+  });
+
   test('a bound array dropped by JavaScript stays alive and correct through GC and churn', () => {
     expect(scenario('bind-drop-gc')).toEqual({ ok: true, bad: null });
   });

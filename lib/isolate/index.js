@@ -269,6 +269,11 @@ class IsolatedPool {
     return isolatedStats(this.#counters, this.#dispatch, this.#lanes);
   }
 
+  /** Sequences (lib/sequence.js) lend their state to in-process instances only, for now. */
+  sequence() {
+    throw new ZgcError('ERR_ZGC_SEQUENCE', "pool.sequence() runs on in-process pools: an isolated instance's process cannot borrow a sequence's state yet");
+  }
+
   run(inputs, options) {
     try {
       if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');

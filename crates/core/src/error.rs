@@ -175,6 +175,8 @@ pub const CODES: &[&str] = &[
     "ERR_ZGC_INSTANCE_FAILED",
     // JavaScript: a batcher's variants that are not one graph in several batch sizes (lib/batcher.js).
     "ERR_ZGC_BATCH_VARIANTS",
+    // JavaScript: a sequence that cannot be made, such as over OWNED state (lib/sequence.js).
+    "ERR_ZGC_SEQUENCE",
     // A host process of another version sent a code this side does not know.
     "ERR_ZGC_INSTANCE",
 ];

@@ -557,14 +557,27 @@ impl<T: Send + 'static> Queue<T> {
 
 /// Applies staged inputs, runs with `temporary` standing in for JavaScript-owned storage, and
 /// copies the outputs out. Displaced regions are kept for the JavaScript thread.
+/// Storage lent for the run (`Feed::Lend`) is bound for it alone: the instance's own binding
+/// comes back after it, whether the run succeeded or not.
 fn run_staged(instance: &mut Instance, feeds: Vec<Feed<'static>>, temporary: &[Temporary], f16_bits: bool, displaced: &mut Vec<Box<dyn BoundRegion>>) -> Result<Vec<OutputData>> {
-    for feed in feeds {
-        if let Some(region) = instance.apply_keeping(feed)? {
+    let mut lent = Vec::new();
+    let outcome = (|| {
+        for feed in feeds {
+            if let Feed::Lend { index, storage } = feed {
+                lent.push((index, instance.lend(index, storage)?));
+            } else if let Some(region) = instance.apply_keeping(feed)? {
+                displaced.push(region);
+            }
+        }
+        instance.run_detached(temporary)?;
+        instance.read_outputs(f16_bits)
+    })();
+    for (index, own) in lent.into_iter().rev() {
+        if let Some(region) = instance.give_back(index, own) {
             displaced.push(region);
         }
     }
-    instance.run_detached(temporary)?;
-    instance.read_outputs(f16_bits)
+    outcome
 }
 
 fn hand_over<T: 'static>(sink: &dyn Sink<T>, batch: Batch<T>) {

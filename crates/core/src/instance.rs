@@ -13,7 +13,7 @@ use crate::error::{check, check_source, Error, Result};
 use crate::layout;
 use crate::meta::SourceInfo;
 use crate::ffi::memory::{bytes_of, bytes_of_mut, elements_mut, AlignedBuf};
-use crate::ffi::runtime::{BoundRegion, LiveRuntime, Temporary};
+use crate::ffi::runtime::{BoundRegion, LiveRuntime, SharedStorage, Temporary};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -27,6 +27,9 @@ pub enum Feed<'a> {
     Copy { index: usize, bytes: Cow<'a, [u8]> },
     /// Runtime-owned physical storage for a BOUND source (`zgc_runtime_bind_source`).
     Bind { index: usize, storage: AlignedBuf },
+    /// Storage a caller keeps between runs (a sequence's state), bound for one staged run
+    /// only: the instance's own binding comes back after it (`Instance::lend`).
+    Lend { index: usize, storage: Arc<AlignedBuf> },
 }
 
 impl Feed<'_> {
@@ -34,6 +37,7 @@ impl Feed<'_> {
         match self {
             Feed::Copy { index, bytes } => Feed::Copy { index, bytes: Cow::Owned(bytes.into_owned()) },
             Feed::Bind { index, storage } => Feed::Bind { index, storage },
+            Feed::Lend { index, storage } => Feed::Lend { index, storage },
         }
     }
 }
@@ -91,6 +95,27 @@ impl Artifact {
     /// physical storage of BOUND source `index`.
     pub fn check_storage(&self, index: usize, array: &str, byte_len: usize) -> Result<()> {
         check_storage(&self.sources[index], array, byte_len)
+    }
+
+    /// New storage for BOUND source `index` that runs borrow one at a time (`Feed::Lend`):
+    /// zeros, or `initial` (logical values, C order) packed into its physical layout.
+    pub fn lendable_storage(&self, index: usize, initial: Option<Elements<'_>>) -> Result<AlignedBuf> {
+        let source = &self.sources[index];
+        self.check_storage(index, dtype::storage_array(source.tensor.dtype), source.tensor.physical_bytes())?;
+        match initial {
+            None => allocate(source),
+            Some(values) => match self.stage_values(index, values)? {
+                Feed::Bind { storage, .. } => Ok(storage),
+                _ => unreachable!("a BOUND source's values are packed into storage"),
+            },
+        }
+    }
+
+    /// `storage` (from `lendable_storage` for the same source) lent to one staged run.
+    pub fn stage_lent(&self, index: usize, storage: Arc<AlignedBuf>) -> Result<Feed<'static>> {
+        let source = &self.sources[index];
+        self.check_storage(index, dtype::storage_array(source.tensor.dtype), storage.len())?;
+        Ok(Feed::Lend { index, storage })
     }
 
     /// A copy of physical storage for BOUND source `index`, for a run that must not read
@@ -230,6 +255,39 @@ impl Instance {
                 check_source(status, "zgc_runtime_copy_source", &source.name)
             }
             Feed::Bind { index, storage } => self.bind_checked(index, Box::new(storage)),
+            // Outside a staged run there is nothing to give back after: it stays bound.
+            Feed::Lend { index, storage } => self.bind_checked(index, Box::new(SharedStorage(storage))),
+        }
+    }
+
+    /// Binds lent `storage` to source `index` for one run; gives back the binding it displaced
+    /// (none when nothing was bound), for `give_back` after the run.
+    pub fn lend(&mut self, index: usize, storage: Arc<AlignedBuf>) -> Result<Option<Box<dyn BoundRegion>>> {
+        let source = &self.artifact.sources[index];
+        match self.live.bind(index, source.key, Box::new(SharedStorage(storage))) {
+            Ok(displaced) => Ok(displaced),
+            Err((status, _lent)) => check_source(status, "zgc_runtime_bind_source", &source.name).map(|()| None),
+        }
+    }
+
+    /// After a run with storage lent to source `index`: binds `own` (what `lend` displaced)
+    /// again, or fresh zeroed storage when nothing was bound before, so that no later run of
+    /// this instance reads or writes the lender's storage. Returns a region to drop on the
+    /// JavaScript thread (`own`, if the artifact refused it again).
+    pub fn give_back(&mut self, index: usize, own: Option<Box<dyn BoundRegion>>) -> Option<Box<dyn BoundRegion>> {
+        let source = &self.artifact.sources[index];
+        let own = match own {
+            Some(own) => own,
+            None => match allocate(source) {
+                Ok(zeros) => Box::new(zeros),
+                // No memory for zeros: the lent storage stays bound (a plain run would then share it).
+                Err(_) => return None,
+            },
+        };
+        match self.live.bind(index, source.key, own) {
+            // What it displaces is the lent storage: one share of an Arc, dropped anywhere.
+            Ok(_lent) => None,
+            Err((_, own)) => Some(own),
         }
     }
 

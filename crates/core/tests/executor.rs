@@ -343,3 +343,74 @@ fn stop_refuses_new_runs_and_lets_queued_ones_finish() {
     assert!(queue.close().is_empty());
     assert!(queue.closed());
 }
+
+/// accum.c: h[0..3] += x, h[4] += 1 in its BOUND STATE source h; y = h[0..3], steps = h[4].
+fn accum_feeds(artifact: &Artifact, x: [f32; 4], state: Option<&Arc<zgc_runtime_core::ffi::memory::AlignedBuf>>) -> Vec<Feed<'static>> {
+    let mut feeds = feed(artifact, x);
+    if let Some(state) = state {
+        feeds.push(artifact.stage_lent(artifact.source_index("h").unwrap(), state.clone()).unwrap());
+    }
+    feeds
+}
+
+#[test]
+fn storage_lent_to_a_run_is_bound_for_it_alone_and_the_instance_gets_its_own_back() {
+    let artifact = Arc::new(Artifact::open(&build("accum", "accum.c")).unwrap());
+    let h = artifact.source_index("h").unwrap();
+    let mut instance = Instance::new(artifact.clone()).unwrap();
+    // The instance's own state: 1000 in h[0].
+    instance.set(h, Elements::F32(&[1000.0, 0.0, 0.0, 0.0, 0.0])).unwrap();
+    let core = Core::new(instance);
+    let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Pool, usize::MAX, Offload::Always);
+    let (sink, rx) = sink();
+    let a = Arc::new(artifact.lendable_storage(h, None).unwrap());
+    let b = Arc::new(artifact.lendable_storage(h, Some(Elements::F32(&[50.0, 0.0, 0.0, 0.0, 7.0]))).unwrap());
+    // a, own, b, a, own, b: each state is carried over only by its own runs.
+    let plan: [(Option<&Arc<_>>, f32); 6] = [(Some(&a), 1.0), (None, 2.0), (Some(&b), 3.0), (Some(&a), 4.0), (None, 5.0), (Some(&b), 6.0)];
+    for (i, (state, x)) in plan.iter().enumerate() {
+        queue.submit(i as u64, 0, 0, accum_feeds(&artifact, [*x, 0.0, 0.0, 0.0], *state), false, None, &sink).map_err(|(e, _)| e).unwrap();
+    }
+    let (mut done, _) = collect(&rx, plan.len());
+    done.sort_by_key(|(t, _)| *t);
+    let seen: Vec<(f32, f32)> = done.iter().map(|(_, r)| {
+        let out = r.as_ref().unwrap();
+        (f32s(&out[0])[0], f32s(&out[1])[0])
+    }).collect();
+    assert_eq!(seen, [(1.0, 1.0), (1002.0, 1.0), (53.0, 8.0), (5.0, 2.0), (1007.0, 2.0), (59.0, 9.0)]);
+    // The lent storage holds each sequence's state; only the runs hold other shares of it.
+    settles(&queue);
+    let a_state: Vec<f32> = a.as_bytes().chunks(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(a_state, [5.0, 0.0, 0.0, 0.0, 2.0]);
+    assert_eq!(Arc::strong_count(&a), 1);
+    queue.close();
+}
+
+#[test]
+fn storage_lent_where_nothing_was_bound_leaves_fresh_zeros_for_the_next_run() {
+    let artifact = Arc::new(Artifact::open(&build("accum", "accum.c")).unwrap());
+    let h = artifact.source_index("h").unwrap();
+    let core = Core::new(Instance::new(artifact.clone()).unwrap());
+    let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Pool, usize::MAX, Offload::Always);
+    let (sink, rx) = sink();
+    let a = Arc::new(artifact.lendable_storage(h, Some(Elements::F32(&[9.0, 0.0, 0.0, 0.0, 0.0]))).unwrap());
+    queue.submit(0, 0, 0, accum_feeds(&artifact, [1.0; 4], Some(&a)), false, None, &sink).map_err(|(e, _)| e).unwrap();
+    queue.submit(1, 0, 0, accum_feeds(&artifact, [1.0; 4], None), false, None, &sink).map_err(|(e, _)| e).unwrap();
+    let (mut done, _) = collect(&rx, 2);
+    done.sort_by_key(|(t, _)| *t);
+    assert_eq!(f32s(&done[0].1.as_ref().unwrap()[0]), &[10.0, 1.0, 1.0, 1.0]);
+    // Not a's state: zeros of the instance's own.
+    assert_eq!(f32s(&done[1].1.as_ref().unwrap()[0]), &[1.0, 1.0, 1.0, 1.0]);
+    assert_eq!(f32s(&done[1].1.as_ref().unwrap()[1]), &[1.0]);
+    queue.close();
+}
+
+#[test]
+fn lent_storage_is_checked_against_its_source() {
+    let artifact = Arc::new(Artifact::open(&build("accum", "accum.c")).unwrap());
+    let x = artifact.source_index("x").unwrap();
+    let h = artifact.source_index("h").unwrap();
+    assert!(matches!(artifact.lendable_storage(x, None), Err(Error::NotBound { .. })), "x is OWNED");
+    assert!(matches!(artifact.lendable_storage(h, Some(Elements::F32(&[1.0]))), Err(Error::Size { .. })));
+    let wrong = Arc::new(zgc_runtime_core::ffi::memory::AlignedBuf::zeroed(8, 64).unwrap());
+    assert!(matches!(artifact.stage_lent(h, wrong), Err(Error::Size { .. })));
+}

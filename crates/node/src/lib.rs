@@ -180,6 +180,45 @@ impl NativeArtifact {
         })()
         .map_err(thrown(env))
     }
+
+    /// New storage for BOUND source `index` that runs borrow one at a time (a sequence's
+    /// state): zeros, or `initial` (logical values, C order) packed into its layout.
+    #[napi]
+    pub fn lendable(&self, env: &Env, index: u32, initial: Option<TypedArray<'_>>) -> napi::Result<NativeLendable, Code> {
+        (|| {
+            let artifact = self.artifact()?;
+            let index = source_index(&artifact, index)?;
+            let storage = match initial {
+                None => artifact.lendable_storage(index, None),
+                Some(values) => {
+                    let values = JsArray::of(&values);
+                    let view = values.view().ok_or_else(|| js_err(unsupported(&artifact.sources[index], &values)))?;
+                    artifact.lendable_storage(index, Some(view))
+                }
+            };
+            Ok(NativeLendable { storage: Arc::new(storage.map_err(js_err)?), index })
+        })()
+        .map_err(thrown(env))
+    }
+
+    /// Lends `lendable` to the run `staged` is for, for that run only.
+    #[napi]
+    pub fn stage_lent(&self, env: &Env, staged: &NativeStaged, lendable: &NativeLendable) -> napi::Result<(), Code> {
+        (|| {
+            let feed = self.artifact()?.stage_lent(lendable.index, lendable.storage.clone()).map_err(js_err)?;
+            staged.feeds.borrow_mut().push(feed);
+            Ok(())
+        })()
+        .map_err(thrown(env))
+    }
+}
+
+/// Storage of one BOUND source that runs borrow one at a time (`NativeArtifact.lendable`). A
+/// run holds a share of it until it ends, so dropping this never frees memory under a run.
+#[napi]
+pub struct NativeLendable {
+    storage: Arc<AlignedBuf>,
+    index: usize,
 }
 
 /// What `describe()` gives JavaScript, from an artifact's signature (loaded here, or reported

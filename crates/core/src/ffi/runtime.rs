@@ -190,9 +190,12 @@ impl LiveRuntime {
             // caller keeps `temporary`) or, when restoring, the region this runtime keeps.
             unsafe { (self.library.api.bind_source)(rt, key, ptr.cast::<c_void>(), len) }
         };
+        // A slot whose JS-owned region was displaced since the copy (storage lent for this
+        // run) keeps what is bound now.
+        let stand_ins: Vec<&Temporary> = temporary.iter().filter(|t| self.bound[t.slot].as_ref().is_some_and(|r| r.js_owned())).collect();
         let mut done = 0;
         let mut refused = None;
-        for t in temporary {
+        for t in &stand_ins {
             let status = bind(t.key, t.copy.as_ptr(), t.copy.len());
             if status != 0 {
                 refused = Some((t.slot, status));
@@ -206,7 +209,7 @@ impl LiveRuntime {
             // or a region that is not JS-owned and was just found live.
             None => Ok(unsafe { (self.library.api.run)(rt) }),
         };
-        for t in &temporary[..done] {
+        for t in &stand_ins[..done] {
             let original = self.bound[t.slot].as_ref().expect("a JS-owned region is bound here");
             bind(t.key, original.as_ptr(), original.byte_len());
         }

@@ -1,0 +1,158 @@
+'use strict';
+
+// pool.sequence() (issue 39): runs that keep their own STATE between them. accum.c keeps a
+// running sum and a step count in its BOUND STATE source h; each sequence is checked against
+// the same inputs run alone, synchronously, on a runtime of its own, and against the sums
+// done here.
+const { createPool, load } = require('../..');
+const { fixture, rng } = require('../helpers');
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** The sequence's inputs run one after another on a fresh runtime: each run's y and steps. */
+function alone(inputs, initial = [0, 0, 0, 0, 0]) {
+  const rt = load(fixture('accum'));
+  try {
+    rt.storage('h').set(initial);
+    return inputs.map((x) => {
+      const [y, steps] = rt.run({ x });
+      return [Array.from(y.data), steps.data[0]];
+    });
+  } finally {
+    rt.close();
+  }
+}
+
+const MODES = [{ offload: 'always' }, { offload: 'auto' }];
+
+describe.each(MODES)('pool.sequence() (%j)', (mode) => {
+  test('50 interleaved sequences over a pool of 2: each run sees its own sequence\'s state alone', async () => {
+    const pool = createPool(fixture('accum'), { size: 2, ...mode, setup: (rt) => rt.storage('h') });
+    try {
+      const random = rng(50);
+      const sequences = Array.from({ length: 50 }, () => ({ seq: pool.sequence(), inputs: [] }));
+      // 400 runs in a random order of sequences, all in flight at once.
+      const pending = [];
+      for (let i = 0; i < 400; i++) {
+        const s = sequences[Math.floor(random() * 50)];
+        const x = Array.from({ length: 4 }, () => Math.round(random() * 32 - 16) / 2);
+        s.inputs.push(x);
+        const at = s.inputs.length - 1;
+        pending.push(s.seq.run({ x }).then(([y, steps]) => ({ s, at, y: Array.from(y.data), steps: steps.data[0] })));
+      }
+      const results = await Promise.all(pending);
+      for (const s of sequences) s.expected = alone(s.inputs);
+      for (const { s, at, y, steps } of results) {
+        expect([y, steps]).toEqual(s.expected[at]);
+        // The running sum, done here.
+        const sum = [0, 1, 2, 3].map((k) => s.inputs.slice(0, at + 1).reduce((a, x) => a + x[k], 0));
+        expect(y).toEqual(sum);
+        expect(steps).toBe(at + 1);
+      }
+      expect(sequences.reduce((n, s) => n + s.seq.runs, 0)).toBe(400);
+      await Promise.all(sequences.map((s) => s.seq.close()));
+    } finally {
+      await pool.close();
+    }
+  }, 60000);
+
+  test("a plain run between sequence runs keeps its instance's own state", async () => {
+    const pool = createPool(fixture('accum'), { size: 1, ...mode, setup: (rt) => rt.storage('h') });
+    try {
+      const seq = pool.sequence();
+      const out = await Promise.all([seq.run({ x: [1, 0, 0, 0] }), pool.run({ x: [0, 10, 0, 0] }), seq.run({ x: [1, 0, 0, 0] }), pool.run({ x: [0, 10, 0, 0] })]);
+      expect(out.map(([y, steps]) => [Array.from(y.data), steps.data[0]])).toEqual([
+        [[1, 0, 0, 0], 1],
+        [[0, 10, 0, 0], 1],
+        [[2, 0, 0, 0], 2],
+        [[0, 20, 0, 0], 2],
+      ]);
+      await seq.close();
+    } finally {
+      await pool.close();
+    }
+  });
+
+  test('initialState is where a sequence starts; a new sequence starts there again', async () => {
+    const pool = createPool(fixture('accum'), { size: 2, ...mode, setup: (rt) => rt.storage('h') });
+    try {
+      const initial = [10, 20, 30, 40, 5];
+      const a = pool.sequence({ initialState: { h: initial } });
+      const b = pool.sequence({ initialState: { h: Float32Array.from(initial) } });
+      const [[ya, sa], [yb, sb]] = await Promise.all([a.run({ x: [1, 1, 1, 1] }), b.run({ x: [2, 2, 2, 2] })]);
+      expect([Array.from(ya.data), sa.data[0]]).toEqual(alone([[1, 1, 1, 1]], initial)[0]);
+      expect([Array.from(yb.data), sb.data[0]]).toEqual([[12, 22, 32, 42], 6]);
+      await Promise.all([a.close(), b.close()]);
+    } finally {
+      await pool.close();
+    }
+  });
+});
+
+describe('pool.sequence() refuses, naming the problem', () => {
+  let pool;
+  beforeAll(() => {
+    pool = createPool(fixture('accum'), { size: 1, offload: 'always', setup: (rt) => rt.storage('h') });
+  });
+  afterAll(() => pool.close());
+
+  test('inputs that name the state, and a state of the wrong size', async () => {
+    const seq = pool.sequence();
+    await expect(seq.run({ x: [1, 1, 1, 1], h: [0, 0, 0, 0, 0] })).rejects.toMatchObject({ code: 'ERR_ZGC_VALUE', source: 'h', message: 'source "h" is the sequence\'s STATE: it is kept between runs, not given to one (set it with initialState)' });
+    expect(() => pool.sequence({ initialState: { h: [1, 2] } })).toThrow(expect.objectContaining({ code: 'ERR_ZGC_SIZE', source: 'h' }));
+    expect(() => pool.sequence({ initialState: { x: [1, 2, 3, 4] } })).toThrow(expect.objectContaining({ code: 'ERR_ZGC_UNKNOWN_SOURCE', message: 'initialState names "x", which is no STATE source (the artifact\'s: h)' }));
+    expect(() => pool.sequence({ state: {} })).toThrow(/has no option "state"/);
+    // Refusals left the sequence as it was.
+    const [y, steps] = await seq.run({ x: [1, 1, 1, 1] });
+    expect([Array.from(y.data), steps.data[0]]).toEqual([[1, 1, 1, 1], 1]);
+    await seq.close();
+  });
+
+  test('a closed sequence, after its runs are over', async () => {
+    const seq = pool.sequence();
+    const last = seq.run({ x: [3, 0, 0, 0] });
+    const closing = seq.close();
+    await expect(seq.run({ x: [1, 0, 0, 0] })).rejects.toMatchObject({ code: 'ERR_ZGC_CLOSED', message: 'sequence is closed' });
+    await closing;
+    // The run made before close() was still run.
+    expect((await last)[0].data[0]).toBe(3);
+    expect(seq.closed).toBe(true);
+  });
+
+  test('an aborted run never runs: the next one continues from the state before it', async () => {
+    const seq = pool.sequence();
+    const controller = new AbortController();
+    const first = seq.run({ x: [1, 0, 0, 0] });
+    const aborted = seq.run({ x: [100, 0, 0, 0] }, { signal: controller.signal });
+    controller.abort(new Error('not wanted'));
+    const third = seq.run({ x: [1, 0, 0, 0] });
+    await expect(aborted).rejects.toThrow('not wanted');
+    expect((await first)[1].data[0]).toBe(1);
+    const [y, steps] = await third;
+    expect([y.data[0], steps.data[0]]).toEqual([2, 2]);
+    await expect(seq.run({}, { signal: AbortSignal.abort(new Error('already')) })).rejects.toThrow('already');
+    await seq.close();
+  });
+
+  test.each([
+    ['OWNED state', () => createPool(fixture('accum-owned'), { size: 1 }), /STATE source "h" is OWNED: a sequence lends each run storage of its own, which needs BOUND state/],
+    ['no STATE source', () => createPool(fixture('add'), { size: 1 }), /has no STATE source: a sequence keeps STATE between its runs/],
+    ...(process.platform === 'linux' ? [['an isolated pool', () => createPool(fixture('accum'), { size: 1, isolate: 'process', setup: (rt) => rt.storage('h') }), /pool.sequence\(\) runs on in-process pools/]] : []),
+  ])('%s: ERR_ZGC_SEQUENCE', async (_, make, message) => {
+    const p = make();
+    try {
+      expect(() => p.sequence()).toThrow(expect.objectContaining({ code: 'ERR_ZGC_SEQUENCE', message: expect.stringMatching(message) }));
+    } finally {
+      await p.close();
+    }
+  });
+
+  test('a closed pool', async () => {
+    const p = createPool(fixture('accum'), { size: 1, setup: (rt) => rt.storage('h') });
+    const seq = p.sequence();
+    await p.close();
+    await expect(seq.run({ x: [1, 0, 0, 0] })).rejects.toMatchObject({ code: 'ERR_ZGC_CLOSED', message: 'pool is closed' });
+    expect(() => p.sequence()).toThrow(expect.objectContaining({ code: 'ERR_ZGC_CLOSED' }));
+    await sleep(0);
+  });
+});
