@@ -40,7 +40,7 @@ function w2Storage() {
 
 /**
  * mlp.so (and mlp-b4.so, mlp-b8.so: the same MLP for 4 and 8 rows a run, the batcher's
- * variants), add.so, pto-host.so (a PTO host library that runs on the CPU, for docs/pto.md), and
+ * variants), add.so, accum.so (a running sum in a STATE source), pto-host.so (a PTO host library that runs on the CPU, for docs/pto.md), and
  * the repository examples/build/models: add/1/model.so, and mlp with
  * examples/models/mlp/config.json and the .npy files it names.
  */
@@ -49,6 +49,8 @@ function buildExamples() {
   const mlpB4 = buildMlp(path.join(build, 'mlp-b4.so'), null, 4);
   const mlpB8 = buildMlp(path.join(build, 'mlp-b8.so'), null, 8);
   const add = compile(path.join(fixtures, 'add.c'), path.join(build, 'add.so'));
+  // A running sum in a BOUND STATE source, for the sequences of docs/services.md.
+  const accum = compile(path.join(fixtures, 'accum.c'), path.join(build, 'accum.so'));
   const ptoHost = compile(path.join(fixtures, 'pto_host.c'), path.join(build, 'pto-host.so'), null, ['-lpthread']);
   const models = path.join(build, 'models');
   fs.rmSync(models, { recursive: true, force: true });
@@ -61,7 +63,7 @@ function buildExamples() {
   npy('w1.npy', [4, 8], weights.w1);
   npy('b1.npy', [8], weights.b1);
   npy('w2_storage.npy', [32], w2Storage());
-  return { mlp, mlpB4, mlpB8, add, ptoHost, models };
+  return { mlp, mlpB4, mlpB8, add, accum, ptoHost, models };
 }
 
 module.exports = { buildMlp, buildExamples, weights, w2Storage };
