@@ -1,9 +1,11 @@
 'use strict';
 
-// The schedulers of issue 39, side by side in one process: 64 concurrent single-row requests
-// to a graph that costs 1 ms a run whatever its batch (affine.c, RUN_US=1000: a device's
-// fixed launch cost), through createBatcher over its batch-1, 4 and 8 variants and through a
-// pool of the batch-1 variant, at the same instance count. Every answer is checked.
+// The schedulers of issue 39, side by side in one process. Batching: 64 concurrent single-row
+// requests to a graph that costs 1 ms a run whatever its batch (affine.c, RUN_US=1000: a
+// device's fixed launch cost), through createBatcher over its batch-1, 4 and 8 variants and
+// through a pool of the batch-1 variant, at the same instance count. Sequences: 100
+// concurrent sequences over a pool of 2 (accum.c, BOUND state), each sending its next run when
+// its last is answered, against the same runs without sequences. Every answer is checked.
 //   node bench/scheduling.js [--quick]
 const { createPool, createBatcher, load } = require('..');
 const { fixture } = require('../__test__/fixtures/manifest');
@@ -70,7 +72,45 @@ async function scheduling({ quick = false } = {}) {
   out.batched.meanRows = stats.rows / stats.batches;
   out.ratio = out.batched.rps / out.unbatched.rps;
   out.p99Bound = out.unbatched.p99 + DELAY_MS + batchRunMs;
+  out.sequences = await sequences(quick ? 100 : 300, rounds);
   return out;
+}
+
+/** 100 sequences of `steps` runs each, and the same runs as plain pool runs: runs/s of each. */
+async function sequences(steps, rounds) {
+  const pool = createPool(fixture('accum'), { size: 2, offload: 'always', setup: (rt) => rt.storage('h') });
+  const timed = async (client) => {
+    const t0 = performance.now();
+    await Promise.all(Array.from({ length: 100 }, (_, c) => client(c)));
+    return (100 * steps) / ((performance.now() - t0) / 1000);
+  };
+  const withSequences = (c) => {
+    const seq = pool.sequence();
+    return (async () => {
+      for (let k = 1; k <= steps; k++) {
+        const [y, n] = await seq.run({ x: [c, 1, 0, 0] });
+        if (y.data[0] !== c * k || n.data[0] !== k) throw new Error(`sequence ${c} run ${k}: ${y.data[0]}, ${n.data[0]}`);
+      }
+      await seq.close();
+    })();
+  };
+  const plain = async (c) => {
+    for (let k = 1; k <= steps; k++) {
+      const [y] = await pool.run({ x: [c, 1, 0, 0] });
+      if (y.data.length !== 4) throw new Error('plain run: no sum');
+    }
+  };
+  const figures = { sequences: [], plain: [] };
+  try {
+    for (let r = 0; r < rounds; r++) {
+      figures.sequences.push(await timed(withSequences));
+      figures.plain.push(await timed(plain));
+    }
+  } finally {
+    await pool.close();
+  }
+  const runsPerSec = { sequences: median(figures.sequences), plain: median(figures.plain) };
+  return { count: 100, steps, instances: 2, ...runsPerSec, ratio: runsPerSec.sequences / runsPerSec.plain };
 }
 
 function reportScheduling(s) {
@@ -82,6 +122,7 @@ function reportScheduling(s) {
     `| pool of the batch-1 variant | ${f(s.unbatched.rps)} | ${f(s.unbatched.p50)} | ${f(s.unbatched.p99)} |`,
     `| createBatcher, variants 1/4/8, maxQueueDelayMs ${s.maxQueueDelayMs} (${f(s.batched.meanRows)} rows a run) | ${f(s.batched.rps)} | ${f(s.batched.p50)} | ${f(s.batched.p99)} |`,
     `batching: ${s.ratio.toFixed(2)}x the throughput (target >= 1.5x); p99 ${f(s.batched.p99)} ms against a bound of ${f(s.p99Bound)} ms (the unbatched p99 + the delay + one batch run): ${s.batched.p99 <= s.p99Bound ? 'within' : 'over'}`,
+    `sequences: ${s.sequences.count} concurrent sequences of ${s.sequences.steps} runs over a pool of ${s.sequences.instances} (BOUND state): ${f(s.sequences.sequences)} runs/s, against ${f(s.sequences.plain)} runs/s for the same runs without sequences: ${s.sequences.ratio.toFixed(2)}x (target >= 0.8x)`,
   ].join('\n');
 }
 

@@ -32,6 +32,8 @@ class Sequence {
   #states;
   #stateNames;
   #last = Promise.resolve();
+  /** Runs made and not yet over: the next one waits for them (`#last`). */
+  #pending = 0;
   #closed = false;
   #runs = 0;
 
@@ -83,14 +85,17 @@ class Sequence {
       const staged = this.#runtime.stageInputs(inputs);
       for (const state of this.#states) this.#runtime.stageLent(staged, state);
       this.#runs++;
-      const result = this.#last.then(() => {
+      const go = () => {
         if (signal && signal.aborted) throw signal.reason;
         return this.#submit(staged, signal, priority);
-      });
-      this.#last = result.then(
-        () => undefined,
-        () => undefined,
-      );
+      };
+      // Queued at once when the sequence's earlier runs are over, else after them.
+      const result = this.#pending === 0 ? go() : this.#last.then(go);
+      this.#pending++;
+      const over = () => {
+        this.#pending--;
+      };
+      this.#last = result.then(over, over);
       return result;
     } catch (err) {
       return Promise.reject(err);

@@ -19,6 +19,8 @@ function makeRepo() {
   const dir = writeModel(repo, 'affine', { 1: 'affine-b1' }, { instances: 2, dynamicBatching: { variants: { 1: 'model.so', 4: 'model_b4.so', 8: 'model_b8.so' }, maxQueueDelayMs: 5 } });
   fs.copyFileSync(fixture('affine-b4'), path.join(dir, '1', 'model_b4.so'));
   fs.copyFileSync(fixture('affine-b8'), path.join(dir, '1', 'model_b8.so'));
+  // The 1M add as one batch variant of 1,048,576 rows of one element: requests of more than 1 MB.
+  writeModel(repo, 'wide', { 1: 'add-1m' }, { instances: 1, dynamicBatching: { variants: { 1048576: 'model.so' } } });
   // A batcher that would wait a minute for others.
   const patient = writeModel(repo, 'patient', { 1: 'affine-b1' }, { instances: 1, dynamicBatching: { variants: { 1: 'model.so', 4: 'model_b4.so' }, maxQueueDelayMs: 60000 } });
   fs.copyFileSync(fixture('affine-b4'), path.join(patient, '1', 'model_b4.so'));
@@ -93,6 +95,15 @@ async function batchMetrics(url) {
       expect(m.buckets['1'] + (m.buckets['4'] - m.buckets['1']) * 4 + (m.buckets['8'] - m.buckets['4']) * 8).toBe(m.sum + m.padded);
       before = m;
     }, 120000);
+  }
+
+  for (const protocol of ['http', 'grpc']) {
+    test(`${protocol}: a request parsed on a parser thread gets its rows' outputs`, async () => {
+      const rows = 300000;
+      const seen = await pythonClient('batching_client.py', protocol, [protocol, `127.0.0.1:${protocol === 'http' ? server.port : grpcPort}`, 'wide', String(rows)]);
+      // Σ (k + 1) for k < rows.
+      expect(seen).toEqual({ shape: [rows], sum: (rows * (rows + 1)) / 2 });
+    }, 60000);
   }
 
   test('model metadata, config and the server metadata show the batching', async () => {

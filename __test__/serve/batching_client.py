@@ -5,6 +5,11 @@ model "affine" (HTTP: every other one as JSON, the rest as binary data), then th
 that must be refused. Prints one JSON document of what came back, in request order.
 
     python batching_client.py http|grpc HOST:PORT
+    python batching_client.py http|grpc HOST:PORT wide ROWS
+
+The second form sends one request of ROWS rows to model "wide" (the 1M add, batched: a
+request of more than 1 MB, which the server parses on a parser thread) and prints the
+answer's shape and sum.
 """
 import json
 import sys
@@ -14,7 +19,7 @@ import numpy as np
 from tritonclient.utils import InferenceServerException
 
 protocol, url = sys.argv[1], sys.argv[2]
-requests = json.load(sys.stdin)
+wide = len(sys.argv) > 3
 if protocol == "http":
     import tritonclient.http as C
 
@@ -23,6 +28,20 @@ else:
     import tritonclient.grpc as C
 
     client = C.InferenceServerClient(url=url)
+
+
+if wide:
+    rows = int(sys.argv[4])
+    a = np.arange(rows, dtype=np.float32)
+    ins = []
+    for name, v in (("a", a), ("b", np.ones(rows, dtype=np.float32))):
+        t = C.InferInput(name, [rows], "FP32")
+        t.set_data_from_numpy(v)
+        ins.append(t)
+    out = client.infer("wide", ins).as_numpy("output_0")
+    print(json.dumps({"shape": list(out.shape), "sum": float(out.astype(np.float64).sum())}))
+    sys.exit(0)
+requests = json.load(sys.stdin)
 
 
 def inputs_of(req, i):

@@ -21,7 +21,7 @@ function checkBatching(value, where) {
   const { variants, maxQueueDelayMs = 0, preferredBatchSizes } = value;
   if (variants === null || typeof variants !== 'object' || Array.isArray(variants) || Object.keys(variants).length === 0) throw new Error(`${where}: ${RULE}; "variants" names none`);
   for (const [size, file] of Object.entries(variants)) {
-    if (!/^[1-9][0-9]{0,5}$/.test(size)) throw new Error(`${where}: "dynamicBatching" variant batch sizes are positive integers, got "${size}"`);
+    if (!/^[1-9][0-9]{0,8}$/.test(size)) throw new Error(`${where}: "dynamicBatching" variant batch sizes are positive integers, got "${size}"`);
     if (typeof file !== 'string' || !FILE.test(file)) throw new Error(`${where}: "dynamicBatching" variant ${size} must name a file in the version directory (no path), got ${JSON.stringify(file)}`);
   }
   if (typeof maxQueueDelayMs !== 'number' || !Number.isFinite(maxQueueDelayMs) || maxQueueDelayMs < 0) throw new Error(`${where}: "dynamicBatching" "maxQueueDelayMs" must be a number >= 0, got ${JSON.stringify(maxQueueDelayMs)}`);

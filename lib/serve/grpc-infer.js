@@ -6,7 +6,7 @@
 // run is inline: no promise or microtask per call.
 
 const { decode, messages } = require('./pb');
-const { RequestError, classified } = require('./protocol');
+const { RequestError, classified, outputsFor } = require('./protocol');
 const { bytesTensor } = require('./classification');
 const { overBudget } = require('./body');
 const { OFF_THREAD_BYTES } = require('./parsers');
@@ -101,7 +101,10 @@ function modelInfer(ctx, call, callback) {
     .then(async (r) => {
       request = r;
       // Parsed on a thread: its outputs are named, and taken from this thread's signature.
-      if (r.outputNames !== undefined) request.outputs = r.outputNames.map((n) => v.signature.outputByName.get(n));
+      if (r.outputNames !== undefined) {
+        const outputs = outputsFor(v.signature, r.rows).outputByName;
+        request.outputs = r.outputNames.map((n) => outputs.get(n));
+      }
       if (request.shmInputs !== undefined || request.shmOutputs !== undefined) held = await ctx.shm.stage(request, budget, claim);
       const parsed = performance.now();
       inputMs = parsed - parseStart;

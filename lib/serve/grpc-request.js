@@ -119,7 +119,8 @@ function parseGrpcInfer(sig, msg) {
     });
   }
   const { priority, timeoutUs } = scheduleOf(paramsOf(msg.parameters));
-  return { id: msg.id, inputs, outputs, shmInputs, shmOutputs, classes, priority, timeoutUs };
+  // rows: a batched model's rows, which a parser thread's caller needs to take its outputs from the signature.
+  return { id: msg.id, inputs, outputs, shmInputs, shmOutputs, classes, priority, timeoutUs, rows: rows.n };
 }
 
 module.exports = { parseGrpcInfer };
