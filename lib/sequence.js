@@ -115,4 +115,4 @@ class Sequence {
   }
 }
 
-module.exports = { Sequence };
+module.exports = { Sequence, stateSources };

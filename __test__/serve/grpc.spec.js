@@ -65,7 +65,7 @@ function run(cmd, args, input) {
 
   test('health, metadata and the repository index say what REST says', async () => {
     expect(seen).toMatchObject({ live: true, ready: true, model_ready: [true, true, true] });
-    expect(seen.server).toEqual({ name: 'zgc-runtime', extensions: ['binary_tensor_data', 'model_repository', 'metrics', 'statistics', 'schedule_policy', 'classification', 'dynamic_batching'] });
+    expect(seen.server).toEqual({ name: 'zgc-runtime', extensions: ['binary_tensor_data', 'model_repository', 'metrics', 'statistics', 'schedule_policy', 'classification', 'dynamic_batching', 'sequence_batching'] });
     const rest = await (await fetch(`${server.url}/v2/models/dtypes`)).json();
     expect(seen.metadata).toEqual({
       name: rest.name,

@@ -86,6 +86,7 @@ function modelConfig(v) {
     versionPolicy: c.versionPolicy,
     // The largest variant's rows, and the batcher's settings.
     ...(c.dynamicBatching === undefined ? {} : { maxBatchSize: v.signature.maxBatch, dynamicBatching: c.dynamicBatching }),
+    ...(c.sequenceBatching === undefined ? {} : { sequenceBatching: c.sequenceBatching }),
     input: v.signature.inputs.map(({ name, datatype, shape }) => ({ name, data_type: `TYPE_${datatype}`, dims: shape })),
     output: v.signature.outputs.map(({ name, datatype, shape }) => ({ name, data_type: `TYPE_${datatype}`, dims: shape })),
   };
@@ -129,7 +130,7 @@ const describeName = (name) => JSON.stringify(typeof name === 'string' && name.l
 
 /** The protocol extensions the server offers, which its metadata lists (REST and gRPC). */
 function extensionsOf(ctx) {
-  const list = ['binary_tensor_data', 'model_repository', 'metrics', 'statistics', 'schedule_policy', 'classification', 'dynamic_batching'];
+  const list = ['binary_tensor_data', 'model_repository', 'metrics', 'statistics', 'schedule_policy', 'classification', 'dynamic_batching', 'sequence_batching'];
   if (ctx.shm.allowed) list.push('system_shared_memory');
   return list;
 }

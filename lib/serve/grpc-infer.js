@@ -16,6 +16,7 @@ const { resolveVersion, settle } = require('./context');
 const { runNow, runTimed } = require('../pool');
 const { startTrace, step, runSteps, endTrace } = require('./tracing');
 const { deadline, poolPriority, runOptions } = require('./schedule');
+const { checkSequenceRequest, runOf } = require('./sequences');
 
 const bad = (message) => new RequestError(400, message);
 
@@ -82,7 +83,8 @@ function modelInfer(ctx, call, callback) {
       if (trace !== null) step(trace, 'parse', parseStart, parsed);
       // A priority past the model's levels is refused, also for a run that would go inline.
       if (request.priority !== undefined) poolPriority(v.config, request.priority, name);
-      const tensors = runNow(v.pool, request.inputs);
+      checkSequenceRequest(v, request.sequence, name);
+      const tensors = request.sequence === undefined ? runNow(v.pool, request.inputs) : undefined;
       if (tensors !== undefined) {
         const answerStart = performance.now();
         if (trace !== null) runSteps(trace, { queueWaitMs: 0, computeMs: answerStart - parsed }, parsed, answerStart);
@@ -158,6 +160,7 @@ function answer(callback, v, request, tensors) {
 async function offloaded(call, v, name, request, trace) {
   const limit = deadline(v.config, request.timeoutUs, name);
   const priority = poolPriority(v.config, request.priority, name);
+  checkSequenceRequest(v, request.sequence, name);
   const controller = new AbortController();
   const onCancel = () => controller.abort(Object.assign(new Error('the call was cancelled'), { name: 'AbortError' }));
   call.once('cancelled', onCancel);
@@ -165,7 +168,7 @@ async function offloaded(call, v, name, request, trace) {
   const options = runOptions(v.pool, controller.signal, priority, limit);
   const submitted = trace === null ? 0 : performance.now();
   const timing = trace === null ? undefined : {};
-  const run = runTimed(v.pool, request.inputs, options, timing);
+  const run = runOf(v, request, options, () => runTimed(v.pool, request.inputs, options, timing));
   const limited = limit.ms > 0
     ? Promise.race([run, new Promise((_, reject) => {
         timer = setTimeout(() => {

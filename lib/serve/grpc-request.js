@@ -4,7 +4,7 @@
 // values from its typed contents or its raw bytes, and the outputs asked for. Pure, so that
 // the parser threads (parse-worker.js) run it too.
 
-const { RequestError, placement, shmInput, shmOutput, scheduleOf, classCountOf, inputAs, outputsFor } = require('./protocol');
+const { RequestError, placement, shmInput, shmOutput, scheduleOf, sequenceOf, classCountOf, inputAs, outputsFor } = require('./protocol');
 const { listText: shapeText } = require('./elide');
 
 const ARRAY = { FP32: Float32Array, FP16: Uint16Array, INT8: Int8Array, BOOL: Uint8Array };
@@ -118,9 +118,10 @@ function parseGrpcInfer(sig, msg) {
       return o;
     });
   }
-  const { priority, timeoutUs } = scheduleOf(paramsOf(msg.parameters));
+  const params = paramsOf(msg.parameters);
+  const { priority, timeoutUs } = scheduleOf(params);
   // rows: a batched model's rows, which a parser thread's caller needs to take its outputs from the signature.
-  return { id: msg.id, inputs, outputs, shmInputs, shmOutputs, classes, priority, timeoutUs, rows: rows.n };
+  return { id: msg.id, inputs, outputs, shmInputs, shmOutputs, classes, priority, timeoutUs, rows: rows.n, sequence: sequenceOf(params) };
 }
 
 module.exports = { parseGrpcInfer };

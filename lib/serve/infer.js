@@ -16,6 +16,7 @@ const { resolveVersion, settle } = require('./context');
 const { runNow, runTimed } = require('../pool');
 const { startTrace, step, runSteps, endTrace } = require('./tracing');
 const { deadline, poolPriority, runOptions } = require('./schedule');
+const { checkSequenceRequest, runOf } = require('./sequences');
 
 function infer(ctx, req, res, name, versionText, started) {
   const t0 = performance.now();
@@ -87,7 +88,7 @@ async function answerInfer(ctx, req, res, name, versionText, started, t0, claim,
     const options = runOptions(version.pool, controller.signal, priority, limit);
     const submitted = trace === null ? 0 : performance.now();
     const timing = trace === null ? undefined : {};
-    const run = runTimed(version.pool, request.inputs, options, timing);
+    const run = runOf(version, request, options, () => runTimed(version.pool, request.inputs, options, timing));
     return run.finally(() => {
       if (timer !== null) clearTimeout(timer);
       res.off('close', onClose);
@@ -113,9 +114,11 @@ async function answerInfer(ctx, req, res, name, versionText, started, t0, claim,
     if (trace !== null) step(trace, 'parse', parseStart, parsed);
     // A priority past the model's levels is refused, also for a run that would go inline.
     if (request.priority !== undefined) poolPriority(v.config, request.priority, name);
+    checkSequenceRequest(v, request.sequence, name);
     // A run the pool does inline is over before this returns: no timer, no signal, no
     // cancel on close, no promise (a signal's listeners alone cost more than a tiny run).
-    let tensors = runNow(v.pool, request.inputs);
+    // A sequence's runs always queue (lib/sequence.js).
+    let tensors = request.sequence === undefined ? runNow(v.pool, request.inputs) : undefined;
     if (tensors !== undefined && trace !== null) runSteps(trace, { queueWaitMs: 0, computeMs: performance.now() - parsed }, parsed, performance.now());
     if (tensors === undefined) {
       const pending = offloaded(v, request);

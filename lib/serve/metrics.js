@@ -146,6 +146,27 @@ function createMetrics(repository) {
       for (const v of repository.served()) if (v.pool.batcher !== undefined) this.inc({ model: v.model.name, version: v.version }, v.pool.batcher.stats().paddedRows);
     },
   });
+  // Models with "sequenceBatching": client sequences active now, and those ended by their idle timeout.
+  new client.Gauge({
+    name: 'zgc_sequences_active',
+    help: 'Client sequences active (sequence_id), each with its own state',
+    labelNames: ['model', 'version'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const v of repository.served()) if (v.sequences !== undefined) this.set({ model: v.model.name, version: v.version }, v.sequences.size);
+    },
+  });
+  new client.Counter({
+    name: 'zgc_sequences_expired_total',
+    help: 'Client sequences ended because no request came for idleTimeoutMs',
+    labelNames: ['model', 'version'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const v of repository.served()) if (v.sequences !== undefined) this.inc({ model: v.model.name, version: v.version }, v.sequences.expired);
+    },
+  });
   nativeHistogram(registry, 'zgc_queue_wait_seconds', 'Time runs waited for an instance', 'queueWaitHistogram', repository, retired);
   nativeHistogram(registry, 'zgc_compute_seconds', 'Time runs took on an instance', 'computeHistogram', repository, retired);
 

@@ -440,7 +440,7 @@ function parseInfer(sig, body, headerLength) {
   const wanted = requested(outputsFor(sig, rows.n), outputs, binaryOutput);
   const shmOutputs = shmOutputsOf(wanted);
   const { priority, timeoutUs } = scheduleOf(parameters);
-  return { id, inputs: runInputs, outputs: wanted, shmInputs, shmOutputs, priority, timeoutUs };
+  return { id, inputs: runInputs, outputs: wanted, shmInputs, shmOutputs, priority, timeoutUs, sequence: sequenceOf(parameters) };
 }
 
 /**
@@ -453,6 +453,20 @@ function scheduleOf(params) {
   if (priority !== undefined && (!Number.isSafeInteger(priority) || priority < 0)) throw bad(`parameter "priority" must be a non-negative integer (1 is the highest; 0, the model's default), got ${describe(priority)}`);
   if (timeout !== undefined && (!Number.isSafeInteger(timeout) || timeout < 0)) throw bad(`parameter "timeout" must be a non-negative integer of microseconds, got ${describe(timeout)}`);
   return { priority, timeoutUs: timeout };
+}
+
+/** A request's sequence parameters, Triton's: `{ id, start, end }`, or undefined when it names none (an id of 0 or ""). */
+function sequenceOf(params) {
+  if (params === null || typeof params !== 'object') return undefined;
+  const { sequence_id: id, sequence_start: start = false, sequence_end: end = false } = params;
+  if (id === undefined || id === 0 || id === '') {
+    if (start !== false || end !== false) throw bad('parameters "sequence_start" and "sequence_end" need a "sequence_id"');
+    return undefined;
+  }
+  if (!(Number.isSafeInteger(id) && id > 0) && typeof id !== 'string') throw bad(`parameter "sequence_id" must be a positive integer or a string, got ${JSON.stringify(id)}`);
+  if (typeof id === 'string' && id.length > 256) throw bad(`parameter "sequence_id" is a string of ${id.length} characters; at most 256`);
+  if (typeof start !== 'boolean' || typeof end !== 'boolean') throw bad('parameters "sequence_start" and "sequence_end" must be booleans');
+  return { id, start, end };
 }
 
 /**
@@ -604,4 +618,4 @@ function classified(output, data, k, labels) {
   return classify(data, output.shape, k, labels === undefined ? undefined : labels.get(output.name), decode);
 }
 
-module.exports = { classified, classCountOf, DATATYPE, RequestError, signatureOf, signatureFromPortable, inputAs, outputsFor, parseInfer, formatInfer, readHeader, placement, shmInput, shmOutput, scheduleOf, ARRAY, TAKE_BYTES };
+module.exports = { sequenceOf, classified, classCountOf, DATATYPE, RequestError, signatureOf, signatureFromPortable, inputAs, outputsFor, parseInfer, formatInfer, readHeader, placement, shmInput, shmOutput, scheduleOf, ARRAY, TAKE_BYTES };

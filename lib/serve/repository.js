@@ -12,11 +12,12 @@ const { createPool } = require('../pool');
 const { parseNpy } = require('../npy');
 const { signatureOf } = require('./protocol');
 const { checkBatching, batchedPool } = require('./batching');
+const { checkSequences, Sequences } = require('./sequences');
 const { checkWarmup, warmupPlan, warmUp } = require('./warmup');
 
 const NAME = /^[A-Za-z0-9_.-]+$/;
 const VERSION = /^[1-9][0-9]*$|^0$/;
-const CONFIG_KEYS = ['instances', 'maxQueue', 'timeoutMs', 'priorityLevels', 'defaultPriorityLevel', 'labels', 'warmup', 'dynamicBatching', 'offload', 'isolate', 'maxMemoryMb', 'versionPolicy', 'outputs', 'parameters'];
+const CONFIG_KEYS = ['instances', 'maxQueue', 'timeoutMs', 'priorityLevels', 'defaultPriorityLevel', 'labels', 'warmup', 'dynamicBatching', 'sequenceBatching', 'offload', 'isolate', 'maxMemoryMb', 'versionPolicy', 'outputs', 'parameters'];
 
 class LoadError extends Error {}
 
@@ -58,6 +59,8 @@ class Version {
     this.pool = pool;
     this.signature = signature;
     this.config = config;
+    /** Its active client sequences, with config.json "sequenceBatching" (lib/serve/sequences.js). */
+    this.sequences = undefined;
   }
 }
 
@@ -114,7 +117,10 @@ function settle(config, defaults, where) {
     labels: config.labels ?? {},
     warmup: checkWarmup(config.warmup, where),
     dynamicBatching: checkBatching(config.dynamicBatching, where),
+    sequenceBatching: checkSequences(config.sequenceBatching, where),
   };
+  if (out.dynamicBatching !== undefined && out.sequenceBatching !== undefined) throw new LoadError(`${where}: a model takes "dynamicBatching" or "sequenceBatching", not both (a batch would mix sequences' state)`);
+  if (out.sequenceBatching !== undefined && out.isolate === 'process') throw new LoadError(`${where}: "sequenceBatching" runs on in-process instances ("isolate": "none"): an isolated instance cannot borrow a sequence's state yet`);
   if (out.priorityLevels > 0 && out.defaultPriorityLevel > out.priorityLevels) throw new LoadError(`${where}: "defaultPriorityLevel" ${out.defaultPriorityLevel} is past "priorityLevels" ${out.priorityLevels}`);
   if (out.isolate !== 'none' && out.isolate !== 'process') throw new LoadError(`${where}: "isolate" must be "none" or "process", got ${JSON.stringify(out.isolate)}`);
   if (out.maxMemoryMb !== undefined && out.isolate !== 'process') throw new LoadError(`${where}: "maxMemoryMb" needs "isolate": "process"`);
@@ -212,7 +218,9 @@ function parametersOf(model, where, config, sources) {
     }
     plan.push({ name, bind: Boolean(entry.bind), data: npy.data, file });
   }
-  const missing = sources.filter((s) => s.kind !== 'input' && s.binding === 'bound' && !plan.some((p) => p.name === s.name));
+  // A sequence model's STATE is each sequence's own (lib/serve/sequences.js), not the instance's.
+  const own = (s) => !(s.kind === 'state' && config.sequenceBatching !== undefined);
+  const missing = sources.filter((s) => s.kind !== 'input' && s.binding === 'bound' && own(s) && !plan.some((p) => p.name === s.name));
   if (missing.length > 0) {
     const s = missing[0];
     let message = `source "${s.name}" is a BOUND ${s.kind.toUpperCase()} and config "parameters" gives it no file`;
@@ -226,6 +234,27 @@ function parametersOf(model, where, config, sources) {
     throw new LoadError(message);
   }
   return plan;
+}
+
+/** "sequenceBatching"."initialState": each STATE source's values at a sequence's start, from .npy files found as parameter files are. */
+function initialStateOf(model, where, settings, sources) {
+  const out = {};
+  for (const [name, file] of Object.entries(settings.initialState)) {
+    const source = sources.find((s) => s.name === name);
+    if (source === undefined || source.kind !== 'state') throw new LoadError(`"sequenceBatching" "initialState" names "${name}", which is no STATE source`);
+    const path_ = parameterFile(model, where, file);
+    let npy;
+    try {
+      npy = parseNpy(fs.readFileSync(path_), path_);
+    } catch (err) {
+      throw new LoadError(`"sequenceBatching" initial state "${name}": ${err.message}`);
+    }
+    if (npy.dtype !== source.dtype || npy.shape.join() !== source.shape.join()) {
+      throw new LoadError(`"sequenceBatching" initial state "${name}": ${path_} holds ${npy.dtype} of shape (${npy.shape.join(', ')}), the source is ${source.dtype} of shape (${source.shape.join(', ')})`);
+    }
+    out[name] = npy.data;
+  }
+  return out;
 }
 
 const maxBatchOf = (batching) => Math.max(...Object.keys(batching.variants).map(Number));
@@ -280,6 +309,15 @@ function openVersion(model, where, config) {
       : // The batcher's queue holds requests (at least one: each waits there a moment), its variants' pools only batches.
         batchedPool(batching, (file) => read(variantFile(where, file)), { ...options, instances: config.instances, maxQueue: Math.max(1, config.maxQueue) });
   const version = new Version(model, where.version, pool, signature, config);
+  if (config.sequenceBatching !== undefined) {
+    try {
+      const initial = initialStateOf(model, where, config.sequenceBatching, pool.runtimes[0].sources);
+      version.sequences = new Sequences(pool, config.sequenceBatching, model.name, pool.runtimes[0], initial);
+    } catch (err) {
+      pool.close();
+      throw new LoadError(`"sequenceBatching": ${err.message}`);
+    }
+  }
   version.warmup = warmup;
   return version;
 }
@@ -447,6 +485,7 @@ class ModelRepository {
     return Promise.all(
       old.map((v) => {
         this.draining.add(v);
+        if (v.sequences !== undefined) v.sequences.close();
         return v.pool.close().then(() => {
           this.onRetired(v);
           this.draining.delete(v);

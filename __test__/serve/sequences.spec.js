@@ -1,0 +1,173 @@
+'use strict';
+
+// Client sequences in serve (issue 39): model "acc" (accum.c, a running sum in a BOUND STATE
+// source) has config.json "sequenceBatching". The real tritonclient, HTTP and gRPC, runs 50
+// interleaved sequences; every answer is compared with the same sequence run alone,
+// synchronously, in this process. Then the refusals, idle expiry, and its race with a late
+// request.
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { load } = require('../..');
+const { fixture } = require('../fixtures/manifest');
+const { formatNpy } = require('../../lib/npy');
+const { rng } = require('../helpers');
+const { writeModel, listenInProcess, pythonClient, hasClients } = require('../serve/setup');
+
+const STATUS = { http: '400', grpc: 'StatusCode.INVALID_ARGUMENT' };
+
+function makeRepo() {
+  const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-sequences-'));
+  const zeros = { 'h0.npy': formatNpy('f32', [5], new Float32Array(5)) };
+  writeModel(repo, 'acc', { 1: 'accum' }, { instances: 2, sequenceBatching: { idleTimeoutMs: 60000 } });
+  // Sequences start from 100 in h[0].
+  writeModel(repo, 'acc100', { 1: 'accum' }, { instances: 1, sequenceBatching: { initialState: { h: 'h100.npy' } } }, { 'h100.npy': formatNpy('f32', [5], Float32Array.of(100, 0, 0, 0, 0)) });
+  // Idle for 150 ms: ended.
+  writeModel(repo, 'brief', { 1: 'accum' }, { instances: 1, sequenceBatching: { idleTimeoutMs: 150, maxSequences: 2 } });
+  // The same graph without sequences: its instances' own state.
+  writeModel(repo, 'plain', { 1: 'accum' }, { instances: 1, parameters: { h: 'h0.npy' } }, zeros);
+  return repo;
+}
+
+/** 50 sequences of 1 to 8 steps of small values, exact in f32. */
+function sequences(seed) {
+  const random = rng(seed);
+  return Array.from({ length: 50 }, () => Array.from({ length: 1 + Math.floor(random() * 8) }, () => Array.from({ length: 4 }, () => Math.round(random() * 32 - 16) / 2)));
+}
+
+/** A sequence's steps run alone on a fresh runtime: each step's sum and step count. */
+function alone(steps) {
+  const rt = load(fixture('accum'));
+  try {
+    rt.storage('h');
+    return steps.map((x) => {
+      const [sum, n] = rt.run({ x });
+      return { sum: Array.from(sum.data), steps: n.data[0] };
+    });
+  } finally {
+    rt.close();
+  }
+}
+
+/** POST an infer of x with `parameters` to `model`: { status, body }. */
+async function infer(url, model, x, parameters) {
+  const r = await fetch(`${url}/v2/models/${model}/infer`, { method: 'POST', body: JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP32', shape: [4], data: x }], parameters }) });
+  return { status: r.status, body: await r.json() };
+}
+
+(hasClients ? describe : describe.skip)('client sequences on STATE sources (issue 39)', () => {
+  let server;
+  let grpcPort;
+  let repo;
+  beforeAll(async () => {
+    repo = makeRepo();
+    server = await listenInProcess([repo]);
+    grpcPort = await server.server.listenGrpc(0, '127.0.0.1');
+  });
+  afterAll(async () => {
+    if (server) await server.stop();
+    fs.rmSync(repo, { recursive: true, force: true });
+  });
+
+  for (const [protocol, seed, firstId] of [['http', 1, 1000], ['grpc', 2, 2000]]) {
+    test(`${protocol}: 50 interleaved sequences each see their own state alone, then the refusals`, async () => {
+      const sent = sequences(seed);
+      const seen = await pythonClient('sequence_client.py', protocol, [protocol, `127.0.0.1:${protocol === 'http' ? server.port : grpcPort}`, String(firstId)], JSON.stringify(sent));
+      seen.answers.forEach((got, i) => expect(got).toEqual(alone(sent[i])));
+      const bad = STATUS[protocol];
+      expect(seen.refusals).toEqual({
+        ended: { error: [bad, `sequence ${firstId} of model "acc" is not active (ended by its last request): its first request sets "sequence_start"`] },
+        unknown: { error: [bad, `sequence ${firstId + 100000} of model "acc" is not active: its first request sets "sequence_start"`] },
+        noId: { error: [bad, 'model "acc" runs sequences: give "sequence_id" (and "sequence_start" on a sequence\'s first request)'] },
+        notSequential: { error: [bad, 'model "plain" keeps no sequences: "sequence_id" needs its config.json "sequenceBatching"'] },
+      });
+    }, 120000);
+  }
+
+  test('initialState: a sequence starts from the .npy the config names; string ids; metrics', async () => {
+    const first = await infer(server.url, 'acc100', [1, 0, 0, 0], { sequence_id: 'client-a', sequence_start: true });
+    expect(first.body.outputs[0].data).toEqual([101, 0, 0, 0]);
+    const second = await infer(server.url, 'acc100', [1, 0, 0, 0], { sequence_id: 'client-a' });
+    expect(second.body.outputs.map((o) => o.data)).toEqual([[102, 0, 0, 0], [2]]);
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metrics).toMatch(/^zgc_sequences_active\{model="acc100",version="1"\} 1$/m);
+    await infer(server.url, 'acc100', [0, 0, 0, 0], { sequence_id: 'client-a', sequence_end: true });
+    expect(await (await fetch(`${server.url}/metrics`)).text()).toMatch(/^zgc_sequences_active\{model="acc100",version="1"\} 0$/m);
+  });
+
+  test('a sequence idle for idleTimeoutMs ends; a start with its id begins it again from zero', async () => {
+    expect((await infer(server.url, 'brief', [1, 0, 0, 0], { sequence_id: 5, sequence_start: true })).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 400));
+    const late = await infer(server.url, 'brief', [1, 0, 0, 0], { sequence_id: 5 });
+    expect(late).toEqual({ status: 400, body: { error: 'sequence 5 of model "brief" is not active (it expired after 150 ms without a request): its first request sets "sequence_start"' } });
+    const again = await infer(server.url, 'brief', [1, 0, 0, 0], { sequence_id: 5, sequence_start: true, sequence_end: true });
+    expect(again.body.outputs[1].data).toEqual([1]);
+    expect(await (await fetch(`${server.url}/metrics`)).text()).toMatch(/^zgc_sequences_expired_total\{model="brief",version="1"\} [1-9]/m);
+  });
+
+  test('maxSequences: one more start is a 503 naming it', async () => {
+    for (const id of [71, 72]) expect((await infer(server.url, 'brief', [0, 0, 0, 0], { sequence_id: id, sequence_start: true })).status).toBe(200);
+    const over = await infer(server.url, 'brief', [0, 0, 0, 0], { sequence_id: 73, sequence_start: true });
+    expect(over.status).toBe(503);
+    expect(over.body.error).toMatch(/model "brief" has 2 active sequences, its maxSequences/);
+    for (const id of [71, 72]) await infer(server.url, 'brief', [0, 0, 0, 0], { sequence_id: id, sequence_end: true });
+  });
+
+  test('races between idle expiry and late requests: each answer continues its sequence or says it expired, never a silent restart', async () => {
+    // Requests every 100 to 200 ms against a 150 ms idle timeout, from 4 clients at once.
+    const random = rng(9);
+    const client = async (id) => {
+      let steps = 0;
+      const outcomes = [];
+      for (let k = 0; k < 12; k++) {
+        const start = steps === 0;
+        const r = await infer(server.url, 'brief', [1, 0, 0, 0], { sequence_id: 900 + id, ...(start ? { sequence_start: true } : {}) });
+        if (r.status === 200) {
+          steps += 1;
+          // The state went on from where it was: the step count is this client's own.
+          outcomes.push(r.body.outputs[1].data[0] === steps && r.body.outputs[0].data[0] === steps ? 'continued' : `step ${k}: ${JSON.stringify(r.body.outputs)}`);
+        } else if (r.status === 400 && /\(it expired after 150 ms without a request\)/.test(r.body.error)) {
+          steps = 0;
+          outcomes.push('expired');
+        } else if (r.status === 503) {
+          outcomes.push('full');
+        } else {
+          outcomes.push(`step ${k}: ${r.status} ${r.body.error}`);
+        }
+        await new Promise((res) => setTimeout(res, 100 + random() * 100));
+      }
+      return outcomes;
+    };
+    const all = (await Promise.all([1, 2, 3, 4].map(client))).flat();
+    expect(all.filter((o) => !['continued', 'expired', 'full'].includes(o))).toEqual([]);
+    expect(all).toContain('continued');
+  }, 60000);
+});
+
+describe('config.json "sequenceBatching" is checked when the model loads', () => {
+  test.each([
+    ['an unknown key', { sequenceBatching: { idle: 5 } }, 'accum', /"sequenceBatching" has an unknown key "idle"/],
+    ['an idle timeout of 0', { sequenceBatching: { idleTimeoutMs: 0 } }, 'accum', /"idleTimeoutMs" must be a positive integer, got 0/],
+    ['a model with no STATE', { sequenceBatching: {} }, 'add', /has no STATE source: a sequence keeps STATE between its runs/],
+    ['OWNED state', { sequenceBatching: {} }, 'accum-owned', /STATE source "h" is OWNED/],
+    ['with dynamic batching', { sequenceBatching: {}, dynamicBatching: { variants: { 1: 'model.so' } } }, 'accum', /a model takes "dynamicBatching" or "sequenceBatching", not both/],
+    ['an isolated model', { sequenceBatching: {}, isolate: 'process' }, 'accum', /"sequenceBatching" runs on in-process instances/],
+    ['an initial state of another shape', { sequenceBatching: { initialState: { h: 'h.npy' } } }, 'accum', /initial state "h": .*h\.npy holds f32 of shape \(4\), the source is f32 of shape \(5\)/],
+  ])('%s', async (_, config, so, message) => {
+    const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-sequences-bad-'));
+    try {
+      writeModel(repo, 'm', { 1: so }, config, { 'h.npy': formatNpy('f32', [4], new Float32Array(4)) });
+      const { createServer } = require('../../lib/serve');
+      let err;
+      try {
+        const s = createServer({ models: [repo], log: () => {} });
+        await s.shutdown();
+      } catch (e) {
+        err = e;
+      }
+      expect(err && err.message).toMatch(message);
+    } finally {
+      fs.rmSync(repo, { recursive: true, force: true });
+    }
+  });
+});

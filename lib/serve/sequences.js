@@ -1,0 +1,123 @@
+'use strict';
+
+// Triton's sequence extension for one served version (config.json "sequenceBatching"): a
+// request's `sequence_id`, `sequence_start` and `sequence_end` parameters route it to that
+// client sequence's STATE, a `pool.sequence()` of the version's pool (lib/sequence.js). A
+// sequence idle for `idleTimeoutMs` is ended; at most `maxSequences` are active at once.
+
+const { RequestError } = require('./protocol');
+const { stateSources } = require('../sequence');
+
+/** Recently ended sequences remembered for a clearer error, per version. */
+const REMEMBERED = 1024;
+
+const RULE = '"sequenceBatching" must be { "idleTimeoutMs": ms, "maxSequences": n, "initialState": { "<STATE source>": "file.npy" } }';
+
+/** "sequenceBatching" as config.json gives it, checked; undefined when absent. */
+function checkSequences(value, where) {
+  if (value === undefined) return undefined;
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error(`${where}: ${RULE}, got ${JSON.stringify(value)}`);
+  for (const key of Object.keys(value)) {
+    if (!['idleTimeoutMs', 'maxSequences', 'initialState'].includes(key)) throw new Error(`${where}: "sequenceBatching" has an unknown key "${key}" (known: idleTimeoutMs, maxSequences, initialState)`);
+  }
+  const { idleTimeoutMs = 60000, maxSequences = 1000, initialState = {} } = value;
+  if (initialState === null || typeof initialState !== 'object' || Array.isArray(initialState) || !Object.values(initialState).every((f) => typeof f === 'string' && f !== '')) {
+    throw new Error(`${where}: "sequenceBatching" "initialState" must be an object of STATE source name -> .npy file`);
+  }
+  if (!Number.isSafeInteger(idleTimeoutMs) || idleTimeoutMs < 1) throw new Error(`${where}: "sequenceBatching" "idleTimeoutMs" must be a positive integer, got ${JSON.stringify(idleTimeoutMs)}`);
+  if (!Number.isSafeInteger(maxSequences) || maxSequences < 1) throw new Error(`${where}: "sequenceBatching" "maxSequences" must be a positive integer, got ${JSON.stringify(maxSequences)}`);
+  return { idleTimeoutMs, maxSequences, initialState };
+}
+
+const describeId = (id) => (typeof id === 'string' ? JSON.stringify(id) : String(id));
+
+/** The active sequences of one version. */
+class Sequences {
+  #pool;
+  #settings;
+  #name;
+  #initial;
+  #active = new Map();
+  /** id -> why it ended, for the last REMEMBERED ended sequences. */
+  #ended = new Map();
+  expired = 0;
+
+  constructor(pool, settings, name, runtime, initialState) {
+    stateSources(runtime);
+    this.#initial = { initialState };
+    this.#pool = pool;
+    this.#settings = settings;
+    this.#name = name;
+  }
+
+  get size() {
+    return this.#active.size;
+  }
+
+  /**
+   * Runs `inputs` in the request's sequence: a new one when it starts (ending an active one
+   * of that id first), else the active one; the sequence ends after a run that ends it.
+   */
+  run(sequence, inputs, options) {
+    const { id, start, end } = sequence;
+    let entry = this.#active.get(id);
+    if (start) {
+      if (entry !== undefined) this.#end(entry, 'started again');
+      if (this.#active.size >= this.#settings.maxSequences) {
+        throw new RequestError(503, `model "${this.#name}" has ${this.#active.size} active sequences, its maxSequences: end one, or try again later`, { 'retry-after': '1' });
+      }
+      entry = { id, seq: this.#pool.sequence(this.#initial), timer: null };
+      this.#active.set(id, entry);
+    } else if (entry === undefined) {
+      const why = this.#ended.get(id);
+      throw new RequestError(400, `sequence ${describeId(id)} of model "${this.#name}" is not active${why === undefined ? '' : ` (${why})`}: its first request sets "sequence_start"`);
+    }
+    const run = entry.seq.run(inputs, options);
+    if (end) this.#end(entry, 'ended by its last request');
+    else this.#idle(entry);
+    return run;
+  }
+
+  /** (Re)starts the idle clock of `entry`. */
+  #idle(entry) {
+    if (entry.timer !== null) clearTimeout(entry.timer);
+    entry.timer = setTimeout(() => {
+      this.expired++;
+      this.#end(entry, `it expired after ${this.#settings.idleTimeoutMs} ms without a request`);
+    }, this.#settings.idleTimeoutMs);
+    entry.timer.unref();
+  }
+
+  /** Ends `entry`: out of the active ones (its runs made so far still run), remembered with `why`. */
+  #end(entry, why) {
+    if (entry.timer !== null) clearTimeout(entry.timer);
+    if (this.#active.get(entry.id) === entry) this.#active.delete(entry.id);
+    entry.seq.close();
+    this.#ended.delete(entry.id);
+    this.#ended.set(entry.id, why);
+    if (this.#ended.size > REMEMBERED) this.#ended.delete(this.#ended.keys().next().value);
+  }
+
+  /** Ends every sequence (the version stops serving). */
+  close() {
+    for (const entry of [...this.#active.values()]) this.#end(entry, 'its model version stopped serving');
+  }
+}
+
+/** Refuses a request that names a sequence for a model that keeps none, or names none for one that does. */
+function checkSequenceRequest(version, sequence, name) {
+  if (sequence !== undefined && version.sequences === undefined) throw new RequestError(400, `model "${name}" keeps no sequences: "sequence_id" needs its config.json "sequenceBatching"`);
+  if (sequence === undefined && version.sequences !== undefined) throw new RequestError(400, `model "${name}" runs sequences: give "sequence_id" (and "sequence_start" on a sequence's first request)`);
+}
+
+/** A version's run of `request`: in its sequence when it names one, else on the pool by `plain()`. */
+function runOf(version, request, options, plain) {
+  if (request.sequence === undefined) return plain();
+  try {
+    return version.sequences.run(request.sequence, request.inputs, options);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
+
+module.exports = { checkSequences, checkSequenceRequest, runOf, Sequences };
