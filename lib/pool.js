@@ -7,7 +7,7 @@ const { IsolatedPool, isolationOptions, runTimedIsolated } = require('./isolate'
 const { ZgcError } = require('./errors');
 const { NativePool } = require('./native');
 const { refuseUnknownKeys, priorityOf } = require('./options');
-const { Sequence } = require('./sequence');
+const { Sequence, Holders, lends } = require('./sequence');
 
 // Stryker disable next-line StringLiteral: the fallback of hosts before Symbol.asyncDispose (Node < 20.4), none of which we test on
 const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
@@ -30,6 +30,11 @@ class Pool {
   #f16Bits;
   #closed = false;
   #done = null;
+  /** What a direct sequence's instance is made with, and the instances sequences hold. */
+  #opened;
+  #runtimeOptions;
+  #setup;
+  #holders = null;
 
   constructor(artifact, options = {}) {
     if (typeof options !== 'object' || options === null) throw new TypeError('createPool options must be an object');
@@ -49,6 +54,9 @@ class Pool {
       return new IsolatedPool(resolvePath(artifact), size, maxQueue, options.setup, { ...runtimeOptions, ...isolation });
     }
     const opened = openArtifact(artifact);
+    this.#opened = opened;
+    this.#runtimeOptions = runtimeOptions;
+    this.#setup = options.setup;
     this.#runtimes = [];
     try {
       for (let i = 0; i < size; i++) {
@@ -144,17 +152,32 @@ class Pool {
   sequence(options) {
     if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');
     const first = this.#runtimes[0];
-    const queue = (staged, signal, priority) =>
-      submit(first, this.#native, staged, this.#f16Bits, signal, () => {
-        this.#inline = this.#native.inline;
-      }, priority);
-    return new Sequence(this, first, queue, options);
+    if (lends(first, false)) {
+      const queue = (staged, signal, priority) =>
+        submit(first, this.#native, staged, this.#f16Bits, signal, () => {
+          this.#inline = this.#native.inline;
+        }, priority);
+      return new Sequence(this, first, { submit: queue }, options);
+    }
+    // OWNED state: each sequence holds a new instance, made as the pool's are.
+    this.#holders ??= new Holders(this.#runtimes.length, (slot) => {
+      const rt = new Runtime(this.#opened, this.#runtimeOptions);
+      try {
+        if (this.#setup) this.#setup(rt, slot);
+      } catch (err) {
+        rt.close();
+        throw err;
+      }
+      return rt;
+    });
+    return new Sequence(this, first, { holders: this.#holders }, options);
   }
 
   /** Refuses new runs, lets queued and running ones finish, then closes every instance. */
   close() {
     if (this.#done === null) {
       this.#closed = true;
+      if (this.#holders !== null) this.#holders.close();
       this.#native.stop();
       this.#done = this.#native.settled().then(() => {
         this.#native.close();

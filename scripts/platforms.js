@@ -20,7 +20,7 @@ const { isolates } = require('../lib/platform');
 const root = path.join(__dirname, '..');
 const work = process.env.ZGC_PLATFORMS_DIR || path.join(root, 'target', 'platforms');
 
-/** What runs on every emulated platform: the core's conformance, dtypes, errors, async, pools, lifetimes and isolation, the batcher, and serve's smoke. */
+/** What runs on every emulated platform: the core's conformance, dtypes, errors, async, pools, lifetimes and isolation, the batcher and sequences, and serve's smoke. */
 const SPECS = [
   'runtime/load.spec.js',
   'runtime/run.spec.js',
@@ -32,6 +32,7 @@ const SPECS = [
   'isolate/isolate.spec.js',
   'platform/smoke.spec.js',
   'batch/batcher.spec.js',
+  'pool/sequence.spec.js',
 ];
 /** Isolation runs on Linux only; elsewhere platform-smoke checks that it is refused. */
 const LINUX_ONLY = new Set(['isolate/isolate.spec.js']);

@@ -135,9 +135,8 @@ describe('pool.sequence() refuses, naming the problem', () => {
   });
 
   test.each([
-    ['OWNED state', () => createPool(fixture('accum-owned'), { size: 1 }), /STATE source "h" is OWNED: a sequence lends each run storage of its own, which needs BOUND state/],
     ['no STATE source', () => createPool(fixture('add'), { size: 1 }), /has no STATE source: a sequence keeps STATE between its runs/],
-    ...(process.platform === 'linux' ? [['an isolated pool', () => createPool(fixture('accum'), { size: 1, isolate: 'process', setup: (rt) => rt.storage('h') }), /pool.sequence\(\) runs on in-process pools/]] : []),
+    ...(process.platform === 'linux' ? [['no STATE source, isolated', () => createPool(fixture('add'), { size: 1, isolate: 'process' }), /has no STATE source/]] : []),
   ])('%s: ERR_ZGC_SEQUENCE', async (_, make, message) => {
     const p = make();
     try {
@@ -156,3 +155,80 @@ describe('pool.sequence() refuses, naming the problem', () => {
     await sleep(0);
   });
 });
+
+/** accum-owned's steps run alone on a fresh runtime (its OWNED state starts at its init's zeros). */
+function aloneOwned(inputs, initial) {
+  const rt = load(fixture('accum-owned'));
+  try {
+    if (initial) rt.set('h', initial);
+    return inputs.map((x) => {
+      const [y, steps] = rt.run({ x });
+      return [Array.from(y.data), steps.data[0]];
+    });
+  } finally {
+    rt.close();
+  }
+}
+
+const DIRECT = [
+  ['OWNED state', (size) => createPool(fixture('accum-owned'), { size, offload: 'always' }), aloneOwned],
+  ...(process.platform === 'linux' ? [['an isolated pool', (size) => createPool(fixture('accum'), { size, isolate: 'process', setup: (rt) => rt.storage('h') }), (inputs, initial) => alone(inputs, initial)]] : []),
+];
+
+describe.each(DIRECT)('direct sequences: %s (each holds an instance of its own)', (_, makePool, reference) => {
+  test('6 sequences over 2 instances: each waits its turn for one, and sees its own state alone', async () => {
+    const pool = makePool(2);
+    try {
+      const random = rng(6);
+      const runs = Array.from({ length: 6 }, (__, s) => {
+        const inputs = Array.from({ length: 4 }, () => [Math.round(random() * 20), s, 0, 1]);
+        const initial = s % 2 === 0 ? undefined : [s * 10, 0, 0, 0, 0];
+        const seq = pool.sequence({ waitMs: 30000, ...(initial ? { initialState: { h: initial } } : {}) });
+        expect(seq.strategy).toBe('direct');
+        return Promise.all(inputs.map((x) => seq.run({ x }))).then(async (out) => {
+          await seq.close();
+          return { inputs, initial, out: out.map(([y, steps]) => [Array.from(y.data), steps.data[0]]) };
+        });
+      });
+      for (const { inputs, initial, out } of await Promise.all(runs)) expect(out).toEqual(reference(inputs, initial || [0, 0, 0, 0, 0]));
+    } finally {
+      await pool.close();
+    }
+  }, 60000);
+
+  test('with every instance held, a sequence that cannot wait is refused ERR_ZGC_QUEUE_FULL; one that waits gets the instance let go', async () => {
+    const pool = makePool(1);
+    try {
+      const holder = pool.sequence();
+      await holder.run({ x: [1, 0, 0, 0] });
+      const refused = pool.sequence();
+      await expect(refused.run({ x: [1, 0, 0, 0] })).rejects.toMatchObject({ code: 'ERR_ZGC_QUEUE_FULL', message: expect.stringMatching(/every instance is held by a sequence \(1\), and none was let go within waitMs 0/) });
+      const waiting = pool.sequence({ waitMs: 30000 });
+      const next = waiting.run({ x: [5, 0, 0, 0] });
+      await holder.close();
+      // A new instance: its state starts again.
+      const [y, steps] = await next;
+      expect([y.data[0], steps.data[0]]).toEqual([5, 1]);
+      await Promise.all([waiting.close(), refused.close()]);
+    } finally {
+      await pool.close();
+    }
+  }, 30000);
+});
+
+(process.platform === 'linux' ? test : test.skip)('an isolated instance that dies ends its sequence, with a clear error after; other sequences never notice', async () => {
+  const pool = createPool(fixture('accum-crashy'), { size: 2, isolate: 'process', setup: (rt) => rt.storage('h') });
+  try {
+    const doomed = pool.sequence();
+    const other = pool.sequence();
+    await Promise.all([doomed.run({ x: [1, 0, 0, 0] }), other.run({ x: [1, 0, 0, 0] })]);
+    await expect(doomed.run({ x: [-999, 0, 0, 0] })).rejects.toMatchObject({ code: 'ERR_ZGC_INSTANCE_CRASHED' });
+    expect(doomed.ended).toBe("its instance's process died");
+    await expect(doomed.run({ x: [1, 0, 0, 0] })).rejects.toMatchObject({ code: 'ERR_ZGC_SEQUENCE', message: "the sequence ended: its instance's process died, and its state with it; start another" });
+    const [y, steps] = await other.run({ x: [1, 0, 0, 0] });
+    expect([y.data[0], steps.data[0]]).toEqual([2, 2]);
+    await Promise.all([doomed.close(), other.close()]);
+  } finally {
+    await pool.close();
+  }
+}, 30000);

@@ -24,6 +24,10 @@ function makeRepo() {
   writeModel(repo, 'acc100', { 1: 'accum' }, { instances: 1, sequenceBatching: { initialState: { h: 'h100.npy' } } }, { 'h100.npy': formatNpy('f32', [5], Float32Array.of(100, 0, 0, 0, 0)) });
   // Idle for 150 ms: ended.
   writeModel(repo, 'brief', { 1: 'accum' }, { instances: 1, sequenceBatching: { idleTimeoutMs: 150, maxSequences: 2 } });
+  // OWNED state: a sequence holds the one instance; a second one does not wait for it.
+  writeModel(repo, 'owned', { 1: 'accum-owned' }, { instances: 1, sequenceBatching: { waitMs: 0 } });
+  // Isolated instances, one per sequence; x[0] = -999 kills one.
+  if (process.platform === 'linux') writeModel(repo, 'iso', { 1: 'accum-crashy' }, { instances: 2, isolate: 'process', sequenceBatching: {} });
   // The same graph without sequences: its instances' own state.
   writeModel(repo, 'plain', { 1: 'accum' }, { instances: 1, parameters: { h: 'h0.npy' } }, zeros);
   return repo;
@@ -105,6 +109,29 @@ async function infer(url, model, x, parameters) {
     expect(await (await fetch(`${server.url}/metrics`)).text()).toMatch(/^zgc_sequences_expired_total\{model="brief",version="1"\} [1-9]/m);
   });
 
+  test('OWNED state: a sequence holds the instance; with none free, a start is a 503 that says so, and never began', async () => {
+    expect((await infer(server.url, 'owned', [1, 0, 0, 0], { sequence_id: 1, sequence_start: true })).body.outputs[1].data).toEqual([1]);
+    const over = await infer(server.url, 'owned', [1, 0, 0, 0], { sequence_id: 2, sequence_start: true });
+    expect(over.status).toBe(503);
+    expect(over.body.error).toBe('model "owned": every instance is held by a sequence (1), and none was let go within waitMs 0: a sequence over OWNED state, or on isolated instances, holds one from its first run to its close');
+    expect((await infer(server.url, 'owned', [1, 0, 0, 0], { sequence_id: 2 })).body.error).toMatch(/sequence 2 of model "owned" is not active \(its start found every instance held\)/);
+    expect((await infer(server.url, 'owned', [1, 0, 0, 0], { sequence_id: 1, sequence_end: true })).body.outputs[1].data).toEqual([2]);
+    // Let go: the next sequence gets a new instance, its state from the start.
+    await new Promise((r) => setTimeout(r, 50));
+    const again = await infer(server.url, 'owned', [3, 0, 0, 0], { sequence_id: 2, sequence_start: true, sequence_end: true });
+    expect(again.body.outputs.map((o) => o.data)).toEqual([[3, 0, 0, 0], [1]]);
+  });
+
+  (process.platform === 'linux' ? test : test.skip)("isolated: an instance that dies ends its sequence, which later requests are told; the other sequence goes on", async () => {
+    for (const id of [1, 2]) expect((await infer(server.url, 'iso', [1, 0, 0, 0], { sequence_id: id, sequence_start: true })).status).toBe(200);
+    const crash = await infer(server.url, 'iso', [-999, 0, 0, 0], { sequence_id: 1 });
+    expect(crash.status).toBe(500);
+    expect(crash.body.error).toMatch(/ERR_ZGC_INSTANCE_CRASHED/);
+    expect((await infer(server.url, 'iso', [1, 0, 0, 0], { sequence_id: 1 })).body.error).toBe('sequence 1 of model "iso" is not active (its instance\'s process died): its first request sets "sequence_start"');
+    const other = await infer(server.url, 'iso', [1, 0, 0, 0], { sequence_id: 2, sequence_end: true });
+    expect(other.body.outputs.map((o) => o.data)).toEqual([[2, 0, 0, 0], [2]]);
+  }, 30000);
+
   test('maxSequences: one more start is a 503 naming it', async () => {
     for (const id of [71, 72]) expect((await infer(server.url, 'brief', [0, 0, 0, 0], { sequence_id: id, sequence_start: true })).status).toBe(200);
     const over = await infer(server.url, 'brief', [0, 0, 0, 0], { sequence_id: 73, sequence_start: true });
@@ -149,9 +176,8 @@ describe('config.json "sequenceBatching" is checked when the model loads', () =>
     ['an unknown key', { sequenceBatching: { idle: 5 } }, 'accum', /"sequenceBatching" has an unknown key "idle"/],
     ['an idle timeout of 0', { sequenceBatching: { idleTimeoutMs: 0 } }, 'accum', /"idleTimeoutMs" must be a positive integer, got 0/],
     ['a model with no STATE', { sequenceBatching: {} }, 'add', /has no STATE source: a sequence keeps STATE between its runs/],
-    ['OWNED state', { sequenceBatching: {} }, 'accum-owned', /STATE source "h" is OWNED/],
     ['with dynamic batching', { sequenceBatching: {}, dynamicBatching: { variants: { 1: 'model.so' } } }, 'accum', /a model takes "dynamicBatching" or "sequenceBatching", not both/],
-    ['an isolated model', { sequenceBatching: {}, isolate: 'process' }, 'accum', /"sequenceBatching" runs on in-process instances/],
+    ['a negative waitMs', { sequenceBatching: { waitMs: -1 } }, 'accum', /"waitMs" must be a non-negative integer, got -1/],
     ['an initial state of another shape', { sequenceBatching: { initialState: { h: 'h.npy' } } }, 'accum', /initial state "h": .*h\.npy holds f32 of shape \(4\), the source is f32 of shape \(5\)/],
   ])('%s', async (_, config, so, message) => {
     const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-sequences-bad-'));

@@ -14,6 +14,7 @@ const { Lane, Counters, RUN } = require('./lane');
 const { Dispatch, submitRun } = require('./dispatch');
 const { positive, isolationOptions, hostPath } = require('./options');
 const { refuseUnknownKeys } = require('../options');
+const { Sequence, Holders } = require('../sequence');
 
 /** What a runtime and a pool of isolated instances share: values in, tensors out. */
 /** Set by IsolatedPool's static block: `pool.run` that also sets the run's times in `timing` (lib/pool.js: runTimed). */
@@ -236,9 +237,14 @@ class IsolatedPool {
   #options;
   #closed = false;
   #done = null;
+  #path;
+  #setup;
+  #holders = null;
 
   constructor(artifactPath, size, maxQueue, setup, options) {
     this.#options = options;
+    this.#path = artifactPath;
+    this.#setup = setup;
     this.#lanes = [];
     this.#runtimes = [];
     try {
@@ -269,9 +275,24 @@ class IsolatedPool {
     return isolatedStats(this.#counters, this.#dispatch, this.#lanes);
   }
 
-  /** Sequences (lib/sequence.js) lend their state to in-process instances only, for now. */
-  sequence() {
-    throw new ZgcError('ERR_ZGC_SEQUENCE', "pool.sequence() runs on in-process pools: an isolated instance's process cannot borrow a sequence's state yet");
+  /**
+   * A sequence of runs that keeps its own STATE (lib/sequence.js): on isolated instances it
+   * holds an instance of its own, a new process with the pool's setup, from its first run
+   * to its close. An instance that dies ends its sequence.
+   */
+  sequence(options) {
+    if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');
+    this.#holders ??= new Holders(this.#lanes.length, (slot) => {
+      const rt = new IsolatedRuntime(this.#path, this.#options);
+      try {
+        if (this.#setup) this.#setup(rt, slot);
+      } catch (err) {
+        rt.close();
+        throw err;
+      }
+      return rt;
+    });
+    return new Sequence(this, this.#runtimes[0], { holders: this.#holders }, options);
   }
 
   run(inputs, options) {
@@ -289,7 +310,8 @@ class IsolatedPool {
     if (this.#done === null) {
       this.#closed = true;
       this.#dispatch.stopped = true;
-      this.#done = this.#dispatch.whenSettled().then(() => {
+      const held = this.#holders === null ? Promise.resolve() : this.#holders.close();
+      this.#done = Promise.all([this.#dispatch.whenSettled(), held]).then(() => {
         for (const lane of this.#lanes) lane.close();
       });
     }

@@ -120,7 +120,7 @@ function settle(config, defaults, where) {
     sequenceBatching: checkSequences(config.sequenceBatching, where),
   };
   if (out.dynamicBatching !== undefined && out.sequenceBatching !== undefined) throw new LoadError(`${where}: a model takes "dynamicBatching" or "sequenceBatching", not both (a batch would mix sequences' state)`);
-  if (out.sequenceBatching !== undefined && out.isolate === 'process') throw new LoadError(`${where}: "sequenceBatching" runs on in-process instances ("isolate": "none"): an isolated instance cannot borrow a sequence's state yet`);
+
   if (out.priorityLevels > 0 && out.defaultPriorityLevel > out.priorityLevels) throw new LoadError(`${where}: "defaultPriorityLevel" ${out.defaultPriorityLevel} is past "priorityLevels" ${out.priorityLevels}`);
   if (out.isolate !== 'none' && out.isolate !== 'process') throw new LoadError(`${where}: "isolate" must be "none" or "process", got ${JSON.stringify(out.isolate)}`);
   if (out.maxMemoryMb !== undefined && out.isolate !== 'process') throw new LoadError(`${where}: "maxMemoryMb" needs "isolate": "process"`);

@@ -2,8 +2,10 @@
 
 // Triton's sequence extension for one served version (config.json "sequenceBatching"): a
 // request's `sequence_id`, `sequence_start` and `sequence_end` parameters route it to that
-// client sequence's STATE, a `pool.sequence()` of the version's pool (lib/sequence.js). A
-// sequence idle for `idleTimeoutMs` is ended; at most `maxSequences` are active at once.
+// client sequence's STATE, a `pool.sequence()` of the version's pool (lib/sequence.js): lent
+// storage for BOUND state in-process, else an instance held from its first run to its end,
+// waited for up to `waitMs`. A sequence idle for `idleTimeoutMs` is ended, as is one whose
+// isolated instance died; at most `maxSequences` are active at once.
 
 const { RequestError } = require('./protocol');
 const { stateSources } = require('../sequence');
@@ -11,22 +13,23 @@ const { stateSources } = require('../sequence');
 /** Recently ended sequences remembered for a clearer error, per version. */
 const REMEMBERED = 1024;
 
-const RULE = '"sequenceBatching" must be { "idleTimeoutMs": ms, "maxSequences": n, "initialState": { "<STATE source>": "file.npy" } }';
+const RULE = '"sequenceBatching" must be { "idleTimeoutMs": ms, "maxSequences": n, "waitMs": ms, "initialState": { "<STATE source>": "file.npy" } }';
 
 /** "sequenceBatching" as config.json gives it, checked; undefined when absent. */
 function checkSequences(value, where) {
   if (value === undefined) return undefined;
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error(`${where}: ${RULE}, got ${JSON.stringify(value)}`);
   for (const key of Object.keys(value)) {
-    if (!['idleTimeoutMs', 'maxSequences', 'initialState'].includes(key)) throw new Error(`${where}: "sequenceBatching" has an unknown key "${key}" (known: idleTimeoutMs, maxSequences, initialState)`);
+    if (!['idleTimeoutMs', 'maxSequences', 'waitMs', 'initialState'].includes(key)) throw new Error(`${where}: "sequenceBatching" has an unknown key "${key}" (known: idleTimeoutMs, maxSequences, waitMs, initialState)`);
   }
-  const { idleTimeoutMs = 60000, maxSequences = 1000, initialState = {} } = value;
+  const { idleTimeoutMs = 60000, maxSequences = 1000, waitMs = 1000, initialState = {} } = value;
+  if (!Number.isSafeInteger(waitMs) || waitMs < 0) throw new Error(`${where}: "sequenceBatching" "waitMs" must be a non-negative integer, got ${JSON.stringify(waitMs)}`);
   if (initialState === null || typeof initialState !== 'object' || Array.isArray(initialState) || !Object.values(initialState).every((f) => typeof f === 'string' && f !== '')) {
     throw new Error(`${where}: "sequenceBatching" "initialState" must be an object of STATE source name -> .npy file`);
   }
   if (!Number.isSafeInteger(idleTimeoutMs) || idleTimeoutMs < 1) throw new Error(`${where}: "sequenceBatching" "idleTimeoutMs" must be a positive integer, got ${JSON.stringify(idleTimeoutMs)}`);
   if (!Number.isSafeInteger(maxSequences) || maxSequences < 1) throw new Error(`${where}: "sequenceBatching" "maxSequences" must be a positive integer, got ${JSON.stringify(maxSequences)}`);
-  return { idleTimeoutMs, maxSequences, initialState };
+  return { idleTimeoutMs, maxSequences, waitMs, initialState };
 }
 
 const describeId = (id) => (typeof id === 'string' ? JSON.stringify(id) : String(id));
@@ -44,7 +47,7 @@ class Sequences {
 
   constructor(pool, settings, name, runtime, initialState) {
     stateSources(runtime);
-    this.#initial = { initialState };
+    this.#initial = { initialState, waitMs: settings.waitMs };
     this.#pool = pool;
     this.#settings = settings;
     this.#name = name;
@@ -72,7 +75,16 @@ class Sequences {
       const why = this.#ended.get(id);
       throw new RequestError(400, `sequence ${describeId(id)} of model "${this.#name}" is not active${why === undefined ? '' : ` (${why})`}: its first request sets "sequence_start"`);
     }
-    const run = entry.seq.run(inputs, options);
+    const run = entry.seq.run(inputs, options).catch((err) => {
+      // Its isolated instance died: the sequence is over, and later requests are told why.
+      if (entry.seq.ended !== null) this.#end(entry, entry.seq.ended);
+      if (err && err.code === 'ERR_ZGC_QUEUE_FULL') {
+        // Its start found no instance: it never began.
+        this.#end(entry, 'its start found every instance held');
+        throw new RequestError(503, `model "${this.#name}": ${err.message}`, { 'retry-after': '1' });
+      }
+      throw err;
+    });
     if (end) this.#end(entry, 'ended by its last request');
     else this.#idle(entry);
     return run;
