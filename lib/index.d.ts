@@ -352,7 +352,7 @@ export declare class Pool implements AsyncDisposable {
   stats(): RunStats
   /** Runs once on a free instance; inputs are copied at call time. */
   run(inputs?: Inputs, options?: PoolRunOptions): Promise<Tensor[]>
-  /** A sequence of runs that keeps its own STATE (BOUND STATE sources) between them. */
+  /** A sequence of runs that keeps its own STATE between them. */
   sequence(options?: SequenceOptions): Sequence
   /** Refuses new runs, lets queued and running ones finish, then closes every instance. */
   close(): Promise<void>
@@ -360,8 +360,10 @@ export declare class Pool implements AsyncDisposable {
 }
 
 export interface SequenceOptions {
-  /** Logical values (C order) of STATE sources at the sequence's start (default: zeros). */
+  /** Logical values (C order) of STATE sources at the sequence's start (default: zeros; OWNED state: as the instance's init leaves it). */
   initialState?: Inputs
+  /** Direct sequences: how long the first run waits for an instance when every one is held (default 0), then ERR_ZGC_QUEUE_FULL. */
+  waitMs?: number
 }
 
 export interface SequenceRunOptions {
@@ -371,12 +373,16 @@ export interface SequenceRunOptions {
   priority?: number
 }
 
-/** Runs of a pool that keep their own STATE between them, one after another, each on any free instance. */
+/** Runs of a pool that keep their own STATE between them, one after another. */
 export declare class Sequence implements AsyncDisposable {
   private constructor()
   /** Runs started or queued so far. */
   readonly runs: number
   readonly closed: boolean
+  /** 'lent': storage of its own, lent to each run (BOUND state, in-process); 'direct': an instance of its own (OWNED state, or isolated). */
+  readonly strategy: 'lent' | 'direct'
+  /** Why a direct sequence ended on its own (its isolated instance died), or null. */
+  readonly ended: string | null
   /** One run after the sequence's earlier ones; inputs are copied at call time. */
   run(inputs?: Inputs, options?: SequenceRunOptions): Promise<Tensor[]>
   /** Refuses new runs; resolves once the runs already made are over. */
@@ -483,6 +489,7 @@ declare const zgc: {
   Runtime: typeof Runtime
   Pool: typeof Pool
   Batcher: typeof Batcher
+  Sequence: typeof Sequence
   ZgcError: typeof ZgcError
 }
 export default zgc

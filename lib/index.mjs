@@ -4,5 +4,5 @@ import { createRequire } from 'node:module';
 
 const zgc = createRequire(import.meta.url)('./index.js');
 
-export const { load, createPool, createBatcher, Runtime, Pool, Batcher, ZgcError, ABI_VERSION, pto } = zgc;
+export const { load, createPool, createBatcher, Runtime, Pool, Batcher, Sequence, ZgcError, ABI_VERSION, pto } = zgc;
 export default zgc;

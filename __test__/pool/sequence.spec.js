@@ -4,7 +4,7 @@
 // running sum and a step count in its BOUND STATE source h; each sequence is checked against
 // the same inputs run alone, synchronously, on a runtime of its own, and against the sums
 // done here.
-const { createPool, load } = require('../..');
+const { createPool, load, Sequence } = require('../..');
 const { fixture, rng } = require('../helpers');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -31,6 +31,9 @@ describe.each(MODES)('pool.sequence() (%j)', (mode) => {
     try {
       const random = rng(50);
       const sequences = Array.from({ length: 50 }, () => ({ seq: pool.sequence(), inputs: [] }));
+      expect(sequences[0].seq).toBeInstanceOf(Sequence);
+      expect(sequences[0].seq.strategy).toBe('lent');
+      expect(sequences[0].seq.ended).toBe(null);
       // 400 runs in a random order of sequences, all in flight at once.
       const pending = [];
       for (let i = 0; i < 400; i++) {

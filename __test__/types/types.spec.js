@@ -34,7 +34,7 @@ describe('package entry points', () => {
       const sum = Array.from(rt.run({ a: [1, 2, 3, 4], b: [1, 1, 1, 1] })[0].data);
       console.log(JSON.stringify({ same, abi: esm.ABI_VERSION, sum, names: Object.keys(esm).sort() }));`;
     const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: path.join(testDir, '..'), encoding: 'utf8' });
-    expect(JSON.parse(out)).toEqual({ same: true, abi: 1, sum: [2, 3, 4, 5], names: ['ABI_VERSION', 'Batcher', 'Pool', 'Runtime', 'ZgcError', 'createBatcher', 'createPool', 'default', 'load', 'pto'] });
+    expect(JSON.parse(out)).toEqual({ same: true, abi: 1, sum: [2, 3, 4, 5], names: ['ABI_VERSION', 'Batcher', 'Pool', 'Runtime', 'Sequence', 'ZgcError', 'createBatcher', 'createPool', 'default', 'load', 'pto'] });
   });
 });
 

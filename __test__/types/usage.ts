@@ -63,6 +63,14 @@ async function service(): Promise<number> {
   createPool('model.so', { size: '2' });
   return y.data.length + z.data.length + storage.length;
 }
+async function sequenced(pool: Pool): Promise<string> {
+  const seq = pool.sequence({ initialState: { h: [1, 0, 0, 0, 0] }, waitMs: 100 });
+  const [y] = await seq.run({ x: [1, 2, 3, 4] }, { priority: 2 });
+  // @ts-expect-error the strategy is 'lent' or 'direct'
+  const s: 'shared' = seq.strategy;
+  await seq.close();
+  return `${y.shape} ${seq.strategy} ${seq.ended ?? ''} ${s}`;
+}
 async function batched(): Promise<number> {
   const batcher: Batcher = createBatcher({ 1: 'm.so', 8: 'm_b8.so' }, { maxQueueDelayMs: 2, instances: 2, setup: (r: Runtime, i: number, size: number) => r.set('w', [i, size]) });
   const [y] = await batcher.run({ x: new Float32Array(8) }, { timeoutMs: 50, priority: 1 });
@@ -75,7 +83,7 @@ async function batched(): Promise<number> {
   await batcher.close();
   return y.shape[0] + stats.paddedRows + rows.length + batcher.batchSizes.length;
 }
-export { first, fp, where, info, fromBytes, n, service, batched };
+export { first, fp, where, info, fromBytes, n, service, batched, sequenced };
 
 // PTO bindings, through the root export and the subpath.
 import { pto } from 'zgc-runtime';
