@@ -24,6 +24,8 @@ function makeRepo() {
   writeModel(repo, 'acc100', { 1: 'accum' }, { instances: 1, sequenceBatching: { initialState: { h: 'h100.npy' } } }, { 'h100.npy': formatNpy('f32', [5], Float32Array.of(100, 0, 0, 0, 0)) });
   // Idle for 150 ms: ended.
   writeModel(repo, 'brief', { 1: 'accum' }, { instances: 1, sequenceBatching: { idleTimeoutMs: 150, maxSequences: 2 } });
+  // Warmed up with a sequence of its own, then forgotten: client sequences start from zeros.
+  writeModel(repo, 'warm', { 1: 'accum' }, { instances: 2, sequenceBatching: {}, warmup: [{ name: 'ones', count: 2, inputs: { x: 'random' } }] });
   // OWNED state: a sequence holds the one instance; a second one does not wait for it.
   writeModel(repo, 'owned', { 1: 'accum-owned' }, { instances: 1, sequenceBatching: { waitMs: 0 } });
   // Isolated instances, one per sequence; x[0] = -999 kills one.
@@ -131,6 +133,11 @@ async function infer(url, model, x, parameters) {
     const other = await infer(server.url, 'iso', [1, 0, 0, 0], { sequence_id: 2, sequence_end: true });
     expect(other.body.outputs.map((o) => o.data)).toEqual([[2, 0, 0, 0], [2]]);
   }, 30000);
+
+  test('a sequence model warms up in sequences of its own: the first client sequence starts from zeros', async () => {
+    const r = await infer(server.url, 'warm', [1, 0, 0, 0], { sequence_id: 1, sequence_start: true, sequence_end: true });
+    expect(r.body.outputs.map((o) => o.data)).toEqual([[1, 0, 0, 0], [1]]);
+  });
 
   test('maxSequences: one more start is a 503 naming it', async () => {
     for (const id of [71, 72]) expect((await infer(server.url, 'brief', [0, 0, 0, 0], { sequence_id: id, sequence_start: true })).status).toBe(200);

@@ -57,6 +57,11 @@ class Sequences {
     return this.#active.size;
   }
 
+  /** The options a sequence of this version starts with. */
+  get startOptions() {
+    return this.#initial;
+  }
+
   /**
    * Runs `inputs` in the request's sequence: a new one when it starts (ending an active one
    * of that id first), else the active one; the sequence ends after a run that ends it.

@@ -81,14 +81,20 @@ function warmupPlan(warmup, signature, find) {
 }
 
 /**
- * Runs each warmup request `count` times on every instance of `version`'s pool at once.
- * Rejects with the first failure, naming the request.
+ * Runs each warmup request `count` times on every instance of `version`'s pool at once (a
+ * sequence model's as the first run of a sequence of its own, which it then ends). Rejects
+ * with the first failure, naming the request.
  */
 async function warmUp(version, plan) {
+  const once = (inputs) => {
+    if (version.sequences === undefined) return version.pool.run(inputs);
+    const seq = version.pool.sequence({ ...version.sequences.startOptions, waitMs: 60000 });
+    return seq.run(inputs).finally(() => seq.close());
+  };
   for (const { name, count, inputs } of plan) {
     for (let c = 0; c < count; c++) {
       try {
-        await Promise.all(Array.from({ length: version.pool.size }, () => version.pool.run(inputs)));
+        await Promise.all(Array.from({ length: version.pool.size }, () => once(inputs)));
       } catch (err) {
         throw new Error(`warmup "${name}" failed: ${err.message}${err.code ? ` (${err.code})` : ''}`);
       }
