@@ -160,16 +160,7 @@ class Pool {
       return new Sequence(this, first, { submit: queue }, options);
     }
     // OWNED state: each sequence holds a new instance, made as the pool's are.
-    this.#holders ??= new Holders(this.#runtimes.length, (slot) => {
-      const rt = new Runtime(this.#opened, this.#runtimeOptions);
-      try {
-        if (this.#setup) this.#setup(rt, slot);
-      } catch (err) {
-        rt.close();
-        throw err;
-      }
-      return rt;
-    });
+    this.#holders ??= new Holders(this.#runtimes.length, () => new Runtime(this.#opened, this.#runtimeOptions), this.#setup);
     return new Sequence(this, first, { holders: this.#holders }, options);
   }
 

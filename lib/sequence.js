@@ -38,18 +38,20 @@ function stateSources(runtime) {
 const lends = (runtime, isolated) => !isolated && stateSources(runtime).every((s) => s.binding === 'bound');
 
 /**
- * The instances direct sequences hold, one each: at most `size` at once. `make(slot)` makes
- * one (a new runtime with the pool's setup).
+ * The instances direct sequences hold, one each: at most `size` at once. `make()` makes one (a
+ * new runtime of the pool's artifact), then the pool's `setup(runtime, slot)` runs on it.
  */
 class Holders {
   #make;
+  #setup;
   #free;
   #waiters = [];
   #held = new Set();
   #closed = false;
 
-  constructor(size, make) {
+  constructor(size, make, setup) {
     this.#make = make;
+    this.#setup = setup;
     this.#free = Array.from({ length: size }, (_, i) => i);
   }
 
@@ -77,14 +79,18 @@ class Holders {
   }
 
   #take(slot) {
+    let runtime;
     try {
-      const held = { slot, runtime: this.#make(slot) };
-      this.#held.add(held);
-      return Promise.resolve(held);
+      runtime = this.#make();
+      if (this.#setup) this.#setup(runtime, slot);
     } catch (err) {
+      if (runtime !== undefined) runtime.close();
       this.#free.push(slot);
       return Promise.reject(err);
     }
+    const held = { slot, runtime };
+    this.#held.add(held);
+    return Promise.resolve(held);
   }
 
   /** Closes `held`'s instance and gives its slot to the longest waiting sequence. */

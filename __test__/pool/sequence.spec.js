@@ -219,6 +219,29 @@ describe.each(DIRECT)('direct sequences: %s (each holds an instance of its own)'
   }, 30000);
 });
 
+test("a direct sequence's instance whose setup throws: the run rejects with it, and the instance's place is free again", async () => {
+  let calls = 0;
+  const pool = createPool(fixture('accum-owned'), {
+    size: 1,
+    offload: 'always',
+    setup: () => {
+      calls += 1;
+      // The pool's own instance, then the first sequence's.
+      if (calls === 2) throw new Error('no weights today');
+    },
+  });
+  try {
+    const first = pool.sequence();
+    await expect(first.run({ x: [1, 0, 0, 0] })).rejects.toThrow('no weights today');
+    const second = pool.sequence();
+    const [y] = await second.run({ x: [2, 0, 0, 0] });
+    expect(y.data[0]).toBe(2);
+    await Promise.all([first.close(), second.close()]);
+  } finally {
+    await pool.close();
+  }
+});
+
 (process.platform === 'linux' ? test : test.skip)('an isolated instance that dies ends its sequence, with a clear error after; other sequences never notice', async () => {
   const pool = createPool(fixture('accum-crashy'), { size: 2, isolate: 'process', setup: (rt) => rt.storage('h') });
   try {

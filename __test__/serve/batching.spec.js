@@ -10,7 +10,7 @@ const path = require('node:path');
 const { load } = require('../..');
 const { fixture } = require('../fixtures/manifest');
 const { rng } = require('../helpers');
-const { writeModel, listenInProcess, pythonClient, hasClients } = require('../serve/setup');
+const { writeModel, listenInProcess, pythonClient, hasClients, loadFailure } = require('../serve/setup');
 
 const STATUS = { http: '400', grpc: 'StatusCode.INVALID_ARGUMENT' };
 
@@ -145,21 +145,10 @@ describe('config.json "dynamicBatching" is checked when the model loads', () => 
     ['an unknown key', { variants: { 1: 'model.so' }, delay: 1 }, /"dynamicBatching" has an unknown key "delay"/],
     ['variants of another graph', { variants: { 1: 'model.so', 4: 'other.so' } }, /the batch-4 variant's inputs \(a f32 \[batch\]; b f32 \[batch\]\) are not the batch-1 variant's \(x f32 \[batch, 4\]; s f32 \[batch\]\): variants must be one graph/],
   ])('%s', async (_, dynamicBatching, message) => {
-    const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-batching-bad-'));
-    try {
+    const failure = await loadFailure((repo) => {
       const dir = writeModel(repo, 'affine', { 1: 'affine-b1' }, { dynamicBatching });
       fs.copyFileSync(fixture('add'), path.join(dir, '1', 'other.so'));
-      const { createServer } = require('../../lib/serve');
-      let err;
-      try {
-        const s = createServer({ models: [repo], log: () => {} });
-        await s.shutdown();
-      } catch (e) {
-        err = e;
-      }
-      expect(err && err.message).toMatch(message);
-    } finally {
-      fs.rmSync(repo, { recursive: true, force: true });
-    }
+    });
+    expect(failure).toMatch(message);
   });
 });

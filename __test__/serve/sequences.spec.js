@@ -12,7 +12,7 @@ const { load } = require('../..');
 const { fixture } = require('../fixtures/manifest');
 const { formatNpy } = require('../../lib/npy');
 const { rng } = require('../helpers');
-const { writeModel, listenInProcess, pythonClient, hasClients } = require('../serve/setup');
+const { writeModel, listenInProcess, pythonClient, hasClients, loadFailure } = require('../serve/setup');
 
 const STATUS = { http: '400', grpc: 'StatusCode.INVALID_ARGUMENT' };
 
@@ -187,20 +187,7 @@ describe('config.json "sequenceBatching" is checked when the model loads', () =>
     ['a negative waitMs', { sequenceBatching: { waitMs: -1 } }, 'accum', /"waitMs" must be a non-negative integer, got -1/],
     ['an initial state of another shape', { sequenceBatching: { initialState: { h: 'h.npy' } } }, 'accum', /initial state "h": .*h\.npy holds f32 of shape \(4\), the source is f32 of shape \(5\)/],
   ])('%s', async (_, config, so, message) => {
-    const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-sequences-bad-'));
-    try {
-      writeModel(repo, 'm', { 1: so }, config, { 'h.npy': formatNpy('f32', [4], new Float32Array(4)) });
-      const { createServer } = require('../../lib/serve');
-      let err;
-      try {
-        const s = createServer({ models: [repo], log: () => {} });
-        await s.shutdown();
-      } catch (e) {
-        err = e;
-      }
-      expect(err && err.message).toMatch(message);
-    } finally {
-      fs.rmSync(repo, { recursive: true, force: true });
-    }
+    const failure = await loadFailure((repo) => writeModel(repo, 'm', { 1: so }, config, { 'h.npy': formatNpy('f32', [4], new Float32Array(4)) }));
+    expect(failure).toMatch(message);
   });
 });

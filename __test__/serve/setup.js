@@ -91,6 +91,24 @@ async function listenInProcess(args) {
   return { server, host: '127.0.0.1', port: server.address().port, url, stderr: () => stderr, stop: () => server.shutdown({ deadlineMs: 10000 }) };
 }
 
+/** The message a server's load throws for the models `fill(repo)` writes into a new repository; null when they load. */
+async function loadFailure(fill) {
+  const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-load-'));
+  try {
+    fill(repo);
+    const { createServer } = require('../../lib/serve');
+    try {
+      const s = createServer({ models: [repo], log: () => {} });
+      await s.shutdown();
+      return null;
+    } catch (err) {
+      return err.message;
+    }
+  } finally {
+    fs.rmSync(repo, { recursive: true, force: true });
+  }
+}
+
 /** Resolves with the exit code once the child ends. */
 function exited(child) {
   if (child.exitCode !== null) return Promise.resolve(child.exitCode);
@@ -117,4 +135,4 @@ function pythonClient(script, protocol, args, input = '') {
   });
 }
 
-module.exports = { makeRepository, writeModel, dtypesParameters, startServer, listenInProcess, exited, pythonClient, hasClients, PYTHON, BIN };
+module.exports = { loadFailure, makeRepository, writeModel, dtypesParameters, startServer, listenInProcess, exited, pythonClient, hasClients, PYTHON, BIN };

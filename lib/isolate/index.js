@@ -282,16 +282,7 @@ class IsolatedPool {
    */
   sequence(options) {
     if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');
-    this.#holders ??= new Holders(this.#lanes.length, (slot) => {
-      const rt = new IsolatedRuntime(this.#path, this.#options);
-      try {
-        if (this.#setup) this.#setup(rt, slot);
-      } catch (err) {
-        rt.close();
-        throw err;
-      }
-      return rt;
-    });
+    this.#holders ??= new Holders(this.#lanes.length, () => new IsolatedRuntime(this.#path, this.#options), this.#setup);
     return new Sequence(this, this.#runtimes[0], { holders: this.#holders }, options);
   }
 
