@@ -344,7 +344,8 @@ async function main() {
   let breaches = 0;
   const all = attacks(server.port, server.grpcPort);
   const list = only === null ? all : all.filter((a) => a.name.includes(only));
-  for (const attack of list) {
+  // One attack, measured: what it got, the probes during it and the second after, peak memory.
+  const measure = async (attack) => {
     probe.reset();
     let peak = memory(pid);
     const sampler = setInterval(() => {
@@ -371,9 +372,22 @@ async function main() {
     if (probe.seen.failures.length > 0) problems.push(`${probe.seen.failures.length} probes failed or slow (first: ${JSON.stringify(probe.seen.failures[0])})`);
     if (probe.seen.count < 3) problems.push(`only ${probe.seen.count} probes answered`);
     if (peak.rss > RSS_BOUND_MB) problems.push(`RSS ${Math.round(peak.rss)} MB over ${RSS_BOUND_MB} MB`);
-    if (problems.length > 0) breaches++;
-    rows.push({ attack: attack.name, note: attack.note && result !== undefined ? attack.note(result) : undefined, seconds: +seconds.toFixed(1), probes: probe.seen.count, worstProbeMs: Math.round(probe.seen.worstMs), peakRssMb: Math.round(peak.rss), peakVmMb: Math.round(peak.vm), ok: problems.length === 0, problems });
-    if (!alive) break;
+    // Right answers, only late: on a shared machine a stall of the machine itself looks the same.
+    const lateOnly = problems.length === 1 && probe.seen.failures.length > 0 && probe.seen.failures.every((f) => f.http === 'ok' && f.grpc === 'ok');
+    return { result, seconds, alive, problems, lateOnly, probes: probe.seen.count, worstMs: probe.seen.worstMs, peak };
+  };
+  for (const attack of list) {
+    let m = await measure(attack);
+    // An attack whose only breach is late (but right) probes is made once more: a freeze the
+    // attack causes comes again, a stall of the shared machine does not. Both are reported.
+    let retried = null;
+    if (m.lateOnly) {
+      retried = m.problems[0];
+      m = await measure(attack);
+    }
+    if (m.problems.length > 0) breaches++;
+    rows.push({ attack: attack.name, note: attack.note && m.result !== undefined ? attack.note(m.result) : undefined, seconds: +m.seconds.toFixed(1), probes: m.probes, worstProbeMs: Math.round(m.worstMs), peakRssMb: Math.round(m.peak.rss), peakVmMb: Math.round(m.peak.vm), ok: m.problems.length === 0, problems: m.problems, retried });
+    if (!m.alive) break;
   }
   all[0].close();
   await probe.stop();
@@ -384,7 +398,7 @@ async function main() {
     console.log(`server at start: RSS ${Math.round(base.rss)} MB, virtual ${Math.round(base.vm)} MB; bounds: probes right within ${PROBE_MS} ms, RSS under ${RSS_BOUND_MB} MB (in-flight budget ${BUDGET})\n`);
     console.log('| attack | s | probes | worst probe ms | peak RSS MB | peak virtual MB | held |');
     console.log('|---|---|---|---|---|---|---|');
-    for (const r of rows) console.log(`| ${r.attack}${r.note ? ` (${r.note})` : ''} | ${r.seconds} | ${r.probes} | ${r.worstProbeMs} | ${r.peakRssMb} | ${r.peakVmMb} | ${r.ok ? 'yes' : `**no**: ${r.problems.join('; ')}`} |`);
+    for (const r of rows) console.log(`| ${r.attack}${r.note ? ` (${r.note})` : ''}${r.retried ? ` (made twice: the first time ${r.retried})` : ''} | ${r.seconds} | ${r.probes} | ${r.worstProbeMs} | ${r.peakRssMb} | ${r.peakVmMb} | ${r.ok ? 'yes' : `**no**: ${r.problems.join('; ')}`} |`);
   }
   console.log(`${rows.length - breaches} attacks held, ${breaches} breached`);
   process.exit(breaches === 0 && rows.length === list.length ? 0 : 1);
