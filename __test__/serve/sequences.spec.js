@@ -30,6 +30,8 @@ function makeRepo() {
   writeModel(repo, 'owned', { 1: 'accum-owned' }, { instances: 1, sequenceBatching: { waitMs: 0 } });
   // Isolated instances, one per sequence; x[0] = -999 kills one.
   if (process.platform === 'linux') writeModel(repo, 'iso', { 1: 'accum-crashy' }, { instances: 2, isolate: 'process', sequenceBatching: {} });
+  // 0.3 s a run on one instance, one run waiting at most: a lent sequence's run can be refused.
+  writeModel(repo, 'queued', { 1: 'accum-stall' }, { instances: 1, maxQueue: 1, sequenceBatching: {} });
   // The same graph without sequences: its instances' own state.
   writeModel(repo, 'plain', { 1: 'accum' }, { instances: 1, parameters: { h: 'h0.npy' } }, zeros);
   return repo;
@@ -123,6 +125,20 @@ async function infer(url, model, x, parameters) {
     const again = await infer(server.url, 'owned', [3, 0, 0, 0], { sequence_id: 2, sequence_start: true, sequence_end: true });
     expect(again.body.outputs.map((o) => o.data)).toEqual([[3, 0, 0, 0], [1]]);
   });
+
+  test("BOUND state: a run refused by the model's full queue is a 503, and its sequence goes on from the state it had", async () => {
+    expect((await infer(server.url, 'queued', [1, 0, 0, 0], { sequence_id: 1, sequence_start: true })).body.outputs[1].data).toEqual([1]);
+    // Two other sequences' starts: one runs, one waits (maxQueue 1).
+    const others = [2, 3].map((id) => infer(server.url, 'queued', [5, 0, 0, 0], { sequence_id: id, sequence_start: true, sequence_end: true }));
+    const depth = async () => Number(/^zgc_queue_depth\{model="queued",version="1"\} (\d+)$/m.exec(await (await fetch(`${server.url}/metrics`)).text())[1]);
+    while ((await depth()) < 1) await new Promise((r) => setTimeout(r, 10));
+    const refused = await infer(server.url, 'queued', [100, 0, 0, 0], { sequence_id: 1 });
+    expect(refused).toEqual({ status: 503, body: { error: 'model "queued" has 1 requests waiting already: try again shortly' } });
+    for (const r of await Promise.all(others)) expect(r.body.outputs[1].data).toEqual([1]);
+    // The refused x was never added: the sum and the step count are those of the runs made.
+    const next = await infer(server.url, 'queued', [2, 0, 0, 0], { sequence_id: 1, sequence_end: true });
+    expect(next.body.outputs.map((o) => o.data)).toEqual([[3, 0, 0, 0], [2]]);
+  }, 20000);
 
   (process.platform === 'linux' ? test : test.skip)("isolated: an instance that dies ends its sequence, which later requests are told; the other sequence goes on", async () => {
     for (const id of [1, 2]) expect((await infer(server.url, 'iso', [1, 0, 0, 0], { sequence_id: id, sequence_start: true })).status).toBe(200);

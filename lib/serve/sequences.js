@@ -83,8 +83,9 @@ class Sequences {
     const run = entry.seq.run(inputs, options).catch((err) => {
       // Its isolated instance died: the sequence is over, and later requests are told why.
       if (entry.seq.ended !== null) this.#end(entry, entry.seq.ended);
-      if (err && err.code === 'ERR_ZGC_QUEUE_FULL') {
-        // Its start found no instance: it never began.
+      // A direct sequence's start that found every instance held: it never began. (A lent
+      // run refused by the pool's full queue left its state as it was: the sequence goes on.)
+      if (err && err.code === 'ERR_ZGC_QUEUE_FULL' && entry.seq.strategy === 'direct') {
         this.#end(entry, 'its start found every instance held');
         throw new RequestError(503, `model "${this.#name}": ${err.message}`, { 'retry-after': '1' });
       }
