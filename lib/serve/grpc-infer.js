@@ -15,8 +15,8 @@ const { parseGrpcInfer } = require('./grpc-request');
 const { resolveVersion, settle } = require('./context');
 const { runNow, runTimed } = require('../pool');
 const { startTrace, step, runSteps, endTrace } = require('./tracing');
-const { deadline, poolPriority, runOptions } = require('./schedule');
-const { checkSequenceRequest, runOf } = require('./sequences');
+const { admit, deadline, runOptions } = require('./schedule');
+const { runOf } = require('./sequences');
 
 const bad = (message) => new RequestError(400, message);
 
@@ -65,6 +65,8 @@ function modelInfer(ctx, call, callback) {
   let v;
   let name = '';
   let request;
+  // Set once the parsed request is admitted (schedule.js), inline or after a parser thread.
+  let priority = null;
   try {
     if (state.closed) throw new RequestError(503, 'the server is shut down');
     // The message is in memory already: it counts against the budget while it is answered.
@@ -82,8 +84,7 @@ function modelInfer(ctx, call, callback) {
       inputMs = parsed - parseStart;
       if (trace !== null) step(trace, 'parse', parseStart, parsed);
       // A priority past the model's levels is refused, also for a run that would go inline.
-      if (request.priority !== undefined) poolPriority(v.config, request.priority, name);
-      checkSequenceRequest(v, request.sequence, name);
+      priority = admit(v, request, name);
       const tensors = request.sequence === undefined ? runNow(v.pool, request.inputs) : undefined;
       if (tensors !== undefined) {
         const answerStart = performance.now();
@@ -111,7 +112,8 @@ function modelInfer(ctx, call, callback) {
       const parsed = performance.now();
       inputMs = parsed - parseStart;
       if (trace !== null) step(trace, 'parse', parseStart, parsed);
-      const pending = offloaded(call, v, name, request, trace);
+      if (priority === null) priority = admit(v, request, name);
+      const pending = offloaded(call, v, name, request, priority, trace);
       // The pool has its copy of the inputs now: buffers read from shared memory serve the next request.
       if (request.shmInputs !== undefined) ctx.shm.recycle(request);
       const tensors = await pending;
@@ -157,10 +159,8 @@ function answer(callback, v, request, tensors) {
  * A run on the pool's instances at the request's priority, cancelled with the call and limited
  * by its deadline (the model's timeoutMs, or the request's shorter timeout).
  */
-async function offloaded(call, v, name, request, trace) {
+async function offloaded(call, v, name, request, priority, trace) {
   const limit = deadline(v.config, request.timeoutUs, name);
-  const priority = poolPriority(v.config, request.priority, name);
-  checkSequenceRequest(v, request.sequence, name);
   const controller = new AbortController();
   const onCancel = () => controller.abort(Object.assign(new Error('the call was cancelled'), { name: 'AbortError' }));
   call.once('cancelled', onCancel);

@@ -15,8 +15,8 @@ const { send, JSON_TYPE } = require('./respond');
 const { resolveVersion, settle } = require('./context');
 const { runNow, runTimed } = require('../pool');
 const { startTrace, step, runSteps, endTrace } = require('./tracing');
-const { deadline, poolPriority, runOptions } = require('./schedule');
-const { checkSequenceRequest, runOf } = require('./sequences');
+const { admit, deadline, runOptions } = require('./schedule');
+const { runOf } = require('./sequences');
 
 function infer(ctx, req, res, name, versionText, started) {
   const t0 = performance.now();
@@ -65,9 +65,8 @@ async function answerInfer(ctx, req, res, name, versionText, started, t0, claim,
   // A run that waits for a worker: the deadline (the model's timeoutMs, or the request's
   // shorter timeout) answers 504 and takes it off the queue, or drops its answer; a client that
   // goes away takes it off too.
-  const offloaded = (version, request) => {
+  const offloaded = (version, request, priority) => {
     const limit = deadline(version.config, request.timeoutUs, name);
-    const priority = poolPriority(version.config, request.priority, name);
     controller = new AbortController();
     const onClose = () => {
       if (!answered) {
@@ -113,15 +112,14 @@ async function answerInfer(ctx, req, res, name, versionText, started, t0, claim,
     inputMs = parsed - parseStart;
     if (trace !== null) step(trace, 'parse', parseStart, parsed);
     // A priority past the model's levels is refused, also for a run that would go inline.
-    if (request.priority !== undefined) poolPriority(v.config, request.priority, name);
-    checkSequenceRequest(v, request.sequence, name);
+    const priority = admit(v, request, name);
     // A run the pool does inline is over before this returns: no timer, no signal, no
     // cancel on close, no promise (a signal's listeners alone cost more than a tiny run).
     // A sequence's runs always queue (lib/sequence.js).
     let tensors = request.sequence === undefined ? runNow(v.pool, request.inputs) : undefined;
     if (tensors !== undefined && trace !== null) runSteps(trace, { queueWaitMs: 0, computeMs: performance.now() - parsed }, parsed, performance.now());
     if (tensors === undefined) {
-      const pending = offloaded(v, request);
+      const pending = offloaded(v, request, priority);
       // The pool has its copy of the inputs now: buffers read from shared memory serve the next request.
       if (request.shmInputs !== undefined) ctx.shm.recycle(request);
       tensors = await pending;

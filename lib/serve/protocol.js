@@ -242,16 +242,8 @@ function signatureFromPortable({ inputs, outputs, inputList, maxBatch }) {
  * rows (`rows.n`, set by the first input).
  */
 function inputAs(sig, input, given, rows) {
-  if (sig.maxBatch === undefined) {
-    checkShape(input, given);
-    return input;
-  }
-  if (!Array.isArray(given)) throw bad(`input "${input.name}": "shape" must be an array of integers, got ${describe(given)}`);
-  const same = given.length === input.shape.length && given.every((d, i) => (i === 0 ? Number.isSafeInteger(d) : d === input.shape[i]));
-  if (!same) {
-    if (!given.every((d) => Number.isInteger(d) && d >= 0)) throw bad(`input "${input.name}": "shape" must be an array of non-negative integers, got ${shapeText(given)}`);
-    throw bad(`input "${input.name}": shape ${shapeText(given)} given, the model takes ${shapeText(input.shape)} (-1: 1 to ${sig.maxBatch} rows)`);
-  }
+  checkShape(input, given, sig.maxBatch);
+  if (sig.maxBatch === undefined) return input;
   const n = given[0];
   if (n < 1 || n > sig.maxBatch) throw bad(`input "${input.name}": ${n} rows given, the model takes 1 to ${sig.maxBatch} (its largest batch variant)`);
   if (rows.n === undefined) {
@@ -273,12 +265,14 @@ function outputsFor(sig, n) {
   return { outputs, outputByName: new Map(outputs.map((o) => [o.name, o])) };
 }
 
-function checkShape(input, given) {
+function checkShape(input, given, maxBatch) {
   if (!Array.isArray(given)) throw bad(`input "${input.name}": "shape" must be an array of integers, got ${describe(given)}`);
-  const same = given.length === input.shape.length && given.every((d, i) => d === input.shape[i]);
+  // A batched model's first dimension is the request's rows, checked by the caller.
+  const batched = maxBatch !== undefined;
+  const same = given.length === input.shape.length && given.every((d, i) => (batched && i === 0 ? Number.isSafeInteger(d) : d === input.shape[i]));
   if (!same) {
     if (!given.every((d) => Number.isInteger(d) && d >= 0)) throw bad(`input "${input.name}": "shape" must be an array of non-negative integers, got ${shapeText(given)}`);
-    throw bad(`input "${input.name}": shape ${shapeText(given)} given, the model takes ${shapeText(input.shape)}`);
+    throw bad(`input "${input.name}": shape ${shapeText(given)} given, the model takes ${shapeText(input.shape)}${batched ? ` (-1: 1 to ${maxBatch} rows)` : ''}`);
   }
 }
 

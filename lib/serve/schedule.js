@@ -5,6 +5,7 @@
 // wait, never lengthen it). Unlike Triton's, the deadline covers the run as well as the queue.
 
 const { RequestError } = require('./protocol');
+const { checkSequenceRequest } = require('./sequences');
 
 /** Below every level a request names: where requests without one wait, unless the model sets a default. */
 const LOWEST = -(2 ** 31);
@@ -42,4 +43,14 @@ function runOptions(pool, signal, priority, limit) {
   return { signal, priority };
 }
 
-module.exports = { poolPriority, deadline, runOptions, LOWEST };
+/**
+ * A parsed request of version `v` admitted, before any run (inline ones too): its priority
+ * level and its sequence parameters checked. Returns its pool priority.
+ */
+function admit(v, request, name) {
+  const priority = poolPriority(v.config, request.priority, name);
+  checkSequenceRequest(v, request.sequence, name);
+  return priority;
+}
+
+module.exports = { admit, poolPriority, deadline, runOptions, LOWEST };
