@@ -19,30 +19,31 @@ const { admit, deadline, runOptions } = require('./schedule');
 const { runOf } = require('./sequences');
 
 function infer(ctx, req, res, name, versionText, started) {
-  const t0 = performance.now();
-  // The body bytes this request holds against the budget, given back once it is answered.
-  const claim = { bytes: 0 };
-  let v;
-  let headerLength;
+  // What is known before the body: answerInfer's starting point.
+  // `claim`: the body bytes this request holds against the budget, given back once it is answered.
+  const head = { ctx, req, res, name, versionText, started, t0: performance.now(), claim: { bytes: 0 }, v: undefined, headerLength: undefined };
   try {
-    v = resolveVersion(ctx, name, versionText);
+    head.v = resolveVersion(ctx, name, versionText);
     const encoding = req.headers['content-encoding'];
     if (encoding !== undefined && encoding !== 'identity') throw new RequestError(400, `Content-Encoding ${encoding} is not supported: send the request uncompressed`);
     const lengthHeader = req.headers['inference-header-content-length'];
     if (lengthHeader !== undefined) {
-      headerLength = /^[0-9]{1,15}$/.test(lengthHeader) ? Number(lengthHeader) : NaN;
-      if (Number.isNaN(headerLength)) throw new RequestError(400, `Inference-Header-Content-Length must be decimal digits (a byte count), got ${JSON.stringify(bounded(lengthHeader).slice(0, 40))}`);
+      head.headerLength = /^[0-9]{1,15}$/.test(lengthHeader) ? Number(lengthHeader) : NaN;
+      if (Number.isNaN(head.headerLength)) throw new RequestError(400, `Inference-Header-Content-Length must be decimal digits (a byte count), got ${JSON.stringify(bounded(lengthHeader).slice(0, 40))}`);
     }
   } catch (err) {
     // Refused before a byte of the body is read.
-    return void answerInfer(ctx, req, res, name, versionText, started, t0, claim, v, headerLength, err, undefined);
+    return void answerInfer(head, err, undefined);
   }
-  // Answered from the body's last event: a small request never waits on a promise.
-  collectBody(req, { maxBody: ctx.config.maxBody, budget: ctx.budget, claim, headerLength }, (err, body) => void answerInfer(ctx, req, res, name, versionText, started, t0, claim, v, headerLength, err, body));
+  // Answered from the body's last event, with no promise between: side by side with awaiting
+  // readBody, tiny REST measured 0.49x against 0.465x a bare node:http server (medians of 4).
+  collectBody(req, { maxBody: ctx.config.maxBody, budget: ctx.budget, claim: head.claim, headerLength: head.headerLength }, (err, body) => void answerInfer(head, err, body));
 }
 
 /** The request once its body is read (or `bodyError` when it could not be): parsed, run, answered and counted. */
-async function answerInfer(ctx, req, res, name, versionText, started, t0, claim, v, headerLength, bodyError, body) {
+async function answerInfer(head, bodyError, body) {
+  const { ctx, req, res, name, versionText, started, t0, claim, headerLength } = head;
+  let { v } = head;
   const { state, budget, parsers, repository, metrics } = ctx;
   let outcome = 'success';
   let controller = null;
