@@ -24,6 +24,11 @@ function makeRepo() {
   // A batcher that would wait a minute for others.
   const patient = writeModel(repo, 'patient', { 1: 'affine-b1' }, { instances: 1, dynamicBatching: { variants: { 1: 'model.so', 4: 'model_b4.so' }, maxQueueDelayMs: 60000 } });
   fs.copyFileSync(fixture('affine-b4'), path.join(patient, '1', 'model_b4.so'));
+  // The variants' instances in processes of their own.
+  if (process.platform === 'linux') {
+    const iso = writeModel(repo, 'iso', { 1: 'affine-b1' }, { instances: 2, isolate: 'process', dynamicBatching: { variants: { 1: 'model.so', 4: 'model_b4.so' }, maxQueueDelayMs: 5 } });
+    fs.copyFileSync(fixture('affine-b4'), path.join(iso, '1', 'model_b4.so'));
+  }
   return repo;
 }
 
@@ -125,6 +130,26 @@ async function batchMetrics(url) {
     expect(r.status).toBe(400);
     expect((await r.json()).error).toBe(message);
   });
+
+  (process.platform === 'linux' ? test : test.skip)('isolated variants: 60 concurrent REST requests each get their own rows, in batches', async () => {
+    const sent = requests(3).slice(0, 60);
+    const before = Number(/^zgc_batch_rows_count\{model="iso",version="1"\} (\d+)$/m.exec(await (await fetch(`${server.url}/metrics`)).text())?.[1] ?? 0);
+    const answers = await Promise.all(sent.map(async ({ x, s }) => {
+      const body = { inputs: [{ name: 'x', datatype: 'FP32', shape: [s.length, 4], data: x }, { name: 's', datatype: 'FP32', shape: [s.length], data: s }] };
+      const r = await fetch(`${server.url}/v2/models/iso/infer`, { method: 'POST', body: JSON.stringify(body) });
+      const { outputs } = await r.json();
+      return { shape: outputs.map((o) => o.shape), y: outputs[0].data, total: outputs[1].data };
+    }));
+    answers.forEach((got, i) => expect(got).toEqual(alone(rt, sent[i])));
+    const text = await (await fetch(`${server.url}/metrics`)).text();
+    const runs = Number(/^zgc_batch_rows_count\{model="iso",version="1"\} (\d+)$/m.exec(text)[1]) - before;
+    expect(runs).toBeGreaterThan(0);
+    expect(runs).toBeLessThan(60);
+    // Only isolated models have the instance-process series: these are the iso model's.
+    expect(text).toMatch(/^zgc_instances_alive\{model="iso",version="1"\} 2$/m);
+    expect(text).toMatch(/^zgc_instance_crashes_total\{model="iso",version="1"\} 0$/m);
+    expect(text).not.toMatch(/^zgc_instance_crashes_total\{model="affine"/m);
+  }, 60000);
 
   test("a request's timeout is not waited out: with a 60 s delay, a 2 s timeout is answered before it", async () => {
     const body = { inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }, { name: 's', datatype: 'FP32', shape: [1], data: [1] }], parameters: { timeout: 2000000 } };
