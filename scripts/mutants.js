@@ -36,8 +36,12 @@ if (process.argv.includes('--js')) {
   // would otherwise run the whole suite for each mutant), and static mutants are skipped.
   const at = process.argv.indexOf('--specs');
   const specs = at > 0 ? process.argv[at + 1].split(',') : null;
-  const files = process.argv.slice(2).filter((a, i, all) => a !== '--js' && a !== '--specs' && a !== '--every-test' && all[i - 1] !== '--specs');
-  const args = ['run', ...(files.length ? ['--mutate', files.join(',')] : [])];
+  // --timeout-ms N: Stryker's slack over a mutant's usual test time (10 s by default). Lower
+  // it for code whose mutants can hang (a batch that never goes): each such mutant waits it out.
+  const tat = process.argv.indexOf('--timeout-ms');
+  const withValue = new Set(['--specs', '--timeout-ms']);
+  const files = process.argv.slice(2).filter((a, i, all) => a !== '--js' && !withValue.has(a) && a !== '--every-test' && !withValue.has(all[i - 1]));
+  const args = ['run', ...(files.length ? ['--mutate', files.join(',')] : []), ...(tat > 0 ? ['--timeoutMS', process.argv[tat + 1]] : [])];
   let narrowed = null;
   if (specs) {
     const config = JSON.parse(fs.readFileSync(path.join(root, 'stryker.config.json'), 'utf8'));
