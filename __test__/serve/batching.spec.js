@@ -10,7 +10,7 @@ const path = require('node:path');
 const { load } = require('../..');
 const { fixture } = require('../fixtures/manifest');
 const { rng } = require('../helpers');
-const { writeModel, listenInProcess, pythonClient, hasClients, loadFailure } = require('../serve/setup');
+const { writeModel, servedRepo, pythonClient, hasClients, loadFailure } = require('../serve/setup');
 
 const STATUS = { http: '400', grpc: 'StatusCode.INVALID_ARGUMENT' };
 
@@ -63,27 +63,18 @@ async function batchMetrics(url) {
 }
 
 (hasClients ? describe : describe.skip)('dynamic batching over batch variants (issue 39)', () => {
-  let server;
-  let grpcPort;
-  let repo;
+  const live = servedRepo(makeRepo);
   let rt;
-  beforeAll(async () => {
-    repo = makeRepo();
-    server = await listenInProcess([repo]);
-    grpcPort = await server.server.listenGrpc(0, '127.0.0.1');
+  beforeAll(() => {
     rt = load(fixture('affine-b1'));
   });
-  afterAll(async () => {
-    rt.close();
-    if (server) await server.stop();
-    fs.rmSync(repo, { recursive: true, force: true });
-  });
+  afterAll(() => rt.close());
 
   let before = { count: 0, sum: 0, padded: 0 };
   for (const [protocol, seed] of [['http', 1], ['grpc', 2]]) {
     test(`${protocol}: 200 concurrent requests each get their own rows, as run alone; /metrics counts the batches`, async () => {
       const sent = requests(seed);
-      const seen = await pythonClient('batching_client.py', protocol, [protocol, `127.0.0.1:${protocol === 'http' ? server.port : grpcPort}`], JSON.stringify(sent));
+      const seen = await pythonClient('batching_client.py', protocol, [protocol, `127.0.0.1:${protocol === 'http' ? live.server.port : live.grpcPort}`], JSON.stringify(sent));
       expect(seen.results.length).toBe(200);
       seen.results.forEach((got, i) => expect(got).toEqual(alone(rt, sent[i])));
       // The batch dimension is -1, as Triton shows it.
@@ -91,7 +82,7 @@ async function batchMetrics(url) {
       expect(seen.tooMany).toEqual([STATUS[protocol], 'input "x": 9 rows given, the model takes 1 to 8 (its largest batch variant)']);
       expect(seen.mismatched).toEqual([STATUS[protocol], 'input "s": 3 rows given, input "x" has 2: every input of a request has the same rows']);
       const rows = sent.reduce((n, r) => n + r.s.length, 0);
-      const m = await batchMetrics(server.url);
+      const m = await batchMetrics(live.server.url);
       // Every row counted once, in fewer runs than requests; a run's rows plus its padding fill its variant.
       expect(m.sum - before.sum).toBe(rows);
       expect(m.count - before.count).toBeLessThan(200);
@@ -105,18 +96,18 @@ async function batchMetrics(url) {
   for (const protocol of ['http', 'grpc']) {
     test(`${protocol}: a request parsed on a parser thread gets its rows' outputs`, async () => {
       const rows = 300000;
-      const seen = await pythonClient('batching_client.py', protocol, [protocol, `127.0.0.1:${protocol === 'http' ? server.port : grpcPort}`, 'wide', String(rows)]);
+      const seen = await pythonClient('batching_client.py', protocol, [protocol, `127.0.0.1:${protocol === 'http' ? live.server.port : live.grpcPort}`, 'wide', String(rows)]);
       // Σ (k + 1) for k < rows.
       expect(seen).toEqual({ shape: [rows], sum: (rows * (rows + 1)) / 2 });
     }, 60000);
   }
 
   test('model metadata, config and the server metadata show the batching', async () => {
-    const meta = await (await fetch(`${server.url}/v2/models/affine`)).json();
+    const meta = await (await fetch(`${live.server.url}/v2/models/affine`)).json();
     expect(meta.inputs).toEqual([{ name: 'x', datatype: 'FP32', shape: [-1, 4] }, { name: 's', datatype: 'FP32', shape: [-1] }]);
-    const config = await (await fetch(`${server.url}/v2/models/affine/config`)).json();
+    const config = await (await fetch(`${live.server.url}/v2/models/affine/config`)).json();
     expect(config).toMatchObject({ maxBatchSize: 8, dynamicBatching: { variants: { 1: 'model.so', 4: 'model_b4.so', 8: 'model_b8.so' }, maxQueueDelayMs: 5 } });
-    expect((await (await fetch(`${server.url}/v2`)).json()).extensions).toContain('dynamic_batching');
+    expect((await (await fetch(`${live.server.url}/v2`)).json()).extensions).toContain('dynamic_batching');
   });
 
   test.each([
@@ -126,22 +117,22 @@ async function batchMetrics(url) {
     ['a fractional first dimension', { x: [1.5, 4], s: [1] }, 'input "x": "shape" must be an array of non-negative integers, got [1.5,4]'],
   ])('REST refuses %s, naming it', async (_, shapes, message) => {
     const body = { inputs: [{ name: 'x', datatype: 'FP32', shape: shapes.x, data: [] }, { name: 's', datatype: 'FP32', shape: shapes.s, data: [] }] };
-    const r = await fetch(`${server.url}/v2/models/affine/infer`, { method: 'POST', body: JSON.stringify(body) });
+    const r = await fetch(`${live.server.url}/v2/models/affine/infer`, { method: 'POST', body: JSON.stringify(body) });
     expect(r.status).toBe(400);
     expect((await r.json()).error).toBe(message);
   });
 
   (process.platform === 'linux' ? test : test.skip)('isolated variants: 60 concurrent REST requests each get their own rows, in batches', async () => {
     const sent = requests(3).slice(0, 60);
-    const before = Number(/^zgc_batch_rows_count\{model="iso",version="1"\} (\d+)$/m.exec(await (await fetch(`${server.url}/metrics`)).text())?.[1] ?? 0);
+    const before = Number(/^zgc_batch_rows_count\{model="iso",version="1"\} (\d+)$/m.exec(await (await fetch(`${live.server.url}/metrics`)).text())?.[1] ?? 0);
     const answers = await Promise.all(sent.map(async ({ x, s }) => {
       const body = { inputs: [{ name: 'x', datatype: 'FP32', shape: [s.length, 4], data: x }, { name: 's', datatype: 'FP32', shape: [s.length], data: s }] };
-      const r = await fetch(`${server.url}/v2/models/iso/infer`, { method: 'POST', body: JSON.stringify(body) });
+      const r = await fetch(`${live.server.url}/v2/models/iso/infer`, { method: 'POST', body: JSON.stringify(body) });
       const { outputs } = await r.json();
       return { shape: outputs.map((o) => o.shape), y: outputs[0].data, total: outputs[1].data };
     }));
     answers.forEach((got, i) => expect(got).toEqual(alone(rt, sent[i])));
-    const text = await (await fetch(`${server.url}/metrics`)).text();
+    const text = await (await fetch(`${live.server.url}/metrics`)).text();
     const runs = Number(/^zgc_batch_rows_count\{model="iso",version="1"\} (\d+)$/m.exec(text)[1]) - before;
     expect(runs).toBeGreaterThan(0);
     expect(runs).toBeLessThan(60);
@@ -153,7 +144,7 @@ async function batchMetrics(url) {
 
   test("a request's timeout is not waited out: with a 60 s delay, a 2 s timeout is answered before it", async () => {
     const body = { inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }, { name: 's', datatype: 'FP32', shape: [1], data: [1] }], parameters: { timeout: 2000000 } };
-    const r = await fetch(`${server.url}/v2/models/patient/infer`, { method: 'POST', body: JSON.stringify(body) });
+    const r = await fetch(`${live.server.url}/v2/models/patient/infer`, { method: 'POST', body: JSON.stringify(body) });
     expect(r.status).toBe(200);
     expect((await r.json()).outputs[1].data).toEqual([10]);
   }, 20000);

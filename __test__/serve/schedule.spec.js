@@ -8,7 +8,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { formatNpy } = require('../../lib/npy');
-const { writeModel, listenInProcess, pythonClient, hasClients } = require('../serve/setup');
+const { writeModel, servedRepo, pythonClient, hasClients } = require('../serve/setup');
 
 const runnable = process.platform === 'linux' && hasClients;
 
@@ -31,24 +31,13 @@ function makeRepo() {
 }
 
 (runnable ? describe : describe.skip)('the schedule policy: per-request priority and timeout (issue 38)', () => {
-  let server;
-  let grpcPort;
-  let repo;
-  beforeAll(async () => {
-    repo = makeRepo();
-    server = await listenInProcess([repo]);
-    grpcPort = await server.server.listenGrpc(0, '127.0.0.1');
-  });
-  afterAll(async () => {
-    if (server) await server.stop();
-    fs.rmSync(repo, { recursive: true, force: true });
-  });
+  const live = servedRepo(makeRepo);
 
   // One after the other: each client's run numbers continue from the last one's.
   let runsBefore = 0;
   for (const protocol of ['http', 'grpc']) {
     test(`${protocol}: priority orders the queue; a timeout ends the wait or the run, never past the model's`, async () => {
-      const seen = await client(protocol, protocol === 'http' ? server.port : grpcPort);
+      const seen = await client(protocol, protocol === 'http' ? live.server.port : live.grpcPort);
       const { bad, late } = STATUS[protocol];
       const run = (n) => runsBefore + n;
       // Level 1 twice in call order, then the default level 2, then level 3 in call order.
@@ -80,7 +69,7 @@ function makeRepo() {
   }
 
   test('/metrics counts the timeouts and the isolated instance restarted for each', async () => {
-    const text = await (await fetch(`${server.url}/metrics`)).text();
+    const text = await (await fetch(`${live.server.url}/metrics`)).text();
     const value = (re) => Number((text.match(re) || [])[1]);
     // Per client: one expired in the queue, one in its run, one at the model's cap, one isolated.
     expect(value(/^zgc_inference_requests_total\{model="prio",version="1",outcome="timeout",protocol="rest"\} (\d+)$/m)).toBe(1);
@@ -90,7 +79,7 @@ function makeRepo() {
 
   test("the kserve SDK's REST and gRPC clients: InferRequest parameters priority and timeout", async () => {
     // The model's instance is free again once the tritonclient runs above have ended.
-    const seen = await pythonClient('kserve_schedule.py', 'grpc', [server.url, `127.0.0.1:${grpcPort}`]);
+    const seen = await pythonClient('kserve_schedule.py', 'grpc', [live.server.url, `127.0.0.1:${live.grpcPort}`]);
     const why = 'model "slow" did not answer within the request\'s timeout of 50000 µs';
     expect(seen.grpc_priority).toEqual([6, 6, 6, 6]);
     expect(seen.rest_priority).toEqual([6, 6, 6, 6]);

@@ -12,7 +12,7 @@ const { load } = require('../..');
 const { fixture } = require('../fixtures/manifest');
 const { formatNpy } = require('../../lib/npy');
 const { rng } = require('../helpers');
-const { writeModel, listenInProcess, pythonClient, hasClients, loadFailure } = require('../serve/setup');
+const { writeModel, servedRepo, pythonClient, hasClients, loadFailure } = require('../serve/setup');
 
 const STATUS = { http: '400', grpc: 'StatusCode.INVALID_ARGUMENT' };
 
@@ -64,23 +64,12 @@ async function infer(url, model, x, parameters) {
 }
 
 (hasClients ? describe : describe.skip)('client sequences on STATE sources (issue 39)', () => {
-  let server;
-  let grpcPort;
-  let repo;
-  beforeAll(async () => {
-    repo = makeRepo();
-    server = await listenInProcess([repo]);
-    grpcPort = await server.server.listenGrpc(0, '127.0.0.1');
-  });
-  afterAll(async () => {
-    if (server) await server.stop();
-    fs.rmSync(repo, { recursive: true, force: true });
-  });
+  const live = servedRepo(makeRepo);
 
   for (const [protocol, seed, firstId] of [['http', 1, 1000], ['grpc', 2, 2000]]) {
     test(`${protocol}: 50 interleaved sequences each see their own state alone, then the refusals`, async () => {
       const sent = sequences(seed);
-      const seen = await pythonClient('sequence_client.py', protocol, [protocol, `127.0.0.1:${protocol === 'http' ? server.port : grpcPort}`, String(firstId)], JSON.stringify(sent));
+      const seen = await pythonClient('sequence_client.py', protocol, [protocol, `127.0.0.1:${protocol === 'http' ? live.server.port : live.grpcPort}`, String(firstId)], JSON.stringify(sent));
       seen.answers.forEach((got, i) => expect(got).toEqual(alone(sent[i])));
       const bad = STATUS[protocol];
       expect(seen.refusals).toEqual({
@@ -93,74 +82,74 @@ async function infer(url, model, x, parameters) {
   }
 
   test('initialState: a sequence starts from the .npy the config names; string ids; metrics', async () => {
-    const first = await infer(server.url, 'acc100', [1, 0, 0, 0], { sequence_id: 'client-a', sequence_start: true });
+    const first = await infer(live.server.url, 'acc100', [1, 0, 0, 0], { sequence_id: 'client-a', sequence_start: true });
     expect(first.body.outputs[0].data).toEqual([101, 0, 0, 0]);
-    const second = await infer(server.url, 'acc100', [1, 0, 0, 0], { sequence_id: 'client-a' });
+    const second = await infer(live.server.url, 'acc100', [1, 0, 0, 0], { sequence_id: 'client-a' });
     expect(second.body.outputs.map((o) => o.data)).toEqual([[102, 0, 0, 0], [2]]);
-    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    const metrics = await (await fetch(`${live.server.url}/metrics`)).text();
     expect(metrics).toMatch(/^zgc_sequences_active\{model="acc100",version="1"\} 1$/m);
-    await infer(server.url, 'acc100', [0, 0, 0, 0], { sequence_id: 'client-a', sequence_end: true });
-    expect(await (await fetch(`${server.url}/metrics`)).text()).toMatch(/^zgc_sequences_active\{model="acc100",version="1"\} 0$/m);
+    await infer(live.server.url, 'acc100', [0, 0, 0, 0], { sequence_id: 'client-a', sequence_end: true });
+    expect(await (await fetch(`${live.server.url}/metrics`)).text()).toMatch(/^zgc_sequences_active\{model="acc100",version="1"\} 0$/m);
   });
 
   test('a sequence idle for idleTimeoutMs ends; a start with its id begins it again from zero', async () => {
-    expect((await infer(server.url, 'brief', [1, 0, 0, 0], { sequence_id: 5, sequence_start: true })).status).toBe(200);
+    expect((await infer(live.server.url, 'brief', [1, 0, 0, 0], { sequence_id: 5, sequence_start: true })).status).toBe(200);
     await new Promise((r) => setTimeout(r, 400));
-    const late = await infer(server.url, 'brief', [1, 0, 0, 0], { sequence_id: 5 });
+    const late = await infer(live.server.url, 'brief', [1, 0, 0, 0], { sequence_id: 5 });
     expect(late).toEqual({ status: 400, body: { error: 'sequence 5 of model "brief" is not active (it expired after 150 ms without a request): its first request sets "sequence_start"' } });
-    const again = await infer(server.url, 'brief', [1, 0, 0, 0], { sequence_id: 5, sequence_start: true, sequence_end: true });
+    const again = await infer(live.server.url, 'brief', [1, 0, 0, 0], { sequence_id: 5, sequence_start: true, sequence_end: true });
     expect(again.body.outputs[1].data).toEqual([1]);
-    expect(await (await fetch(`${server.url}/metrics`)).text()).toMatch(/^zgc_sequences_expired_total\{model="brief",version="1"\} [1-9]/m);
+    expect(await (await fetch(`${live.server.url}/metrics`)).text()).toMatch(/^zgc_sequences_expired_total\{model="brief",version="1"\} [1-9]/m);
   });
 
   test('OWNED state: a sequence holds the instance; with none free, a start is a 503 that says so, and never began', async () => {
-    expect((await infer(server.url, 'owned', [1, 0, 0, 0], { sequence_id: 1, sequence_start: true })).body.outputs[1].data).toEqual([1]);
-    const over = await infer(server.url, 'owned', [1, 0, 0, 0], { sequence_id: 2, sequence_start: true });
+    expect((await infer(live.server.url, 'owned', [1, 0, 0, 0], { sequence_id: 1, sequence_start: true })).body.outputs[1].data).toEqual([1]);
+    const over = await infer(live.server.url, 'owned', [1, 0, 0, 0], { sequence_id: 2, sequence_start: true });
     expect(over.status).toBe(503);
     expect(over.body.error).toBe('model "owned": every instance is held by a sequence (1), and none was let go within waitMs 0: a sequence over OWNED state, or on isolated instances, holds one from its first run to its close');
-    expect((await infer(server.url, 'owned', [1, 0, 0, 0], { sequence_id: 2 })).body.error).toMatch(/sequence 2 of model "owned" is not active \(its start found every instance held\)/);
-    expect((await infer(server.url, 'owned', [1, 0, 0, 0], { sequence_id: 1, sequence_end: true })).body.outputs[1].data).toEqual([2]);
+    expect((await infer(live.server.url, 'owned', [1, 0, 0, 0], { sequence_id: 2 })).body.error).toMatch(/sequence 2 of model "owned" is not active \(its start found every instance held\)/);
+    expect((await infer(live.server.url, 'owned', [1, 0, 0, 0], { sequence_id: 1, sequence_end: true })).body.outputs[1].data).toEqual([2]);
     // Let go: the next sequence gets a new instance, its state from the start.
     await new Promise((r) => setTimeout(r, 50));
-    const again = await infer(server.url, 'owned', [3, 0, 0, 0], { sequence_id: 2, sequence_start: true, sequence_end: true });
+    const again = await infer(live.server.url, 'owned', [3, 0, 0, 0], { sequence_id: 2, sequence_start: true, sequence_end: true });
     expect(again.body.outputs.map((o) => o.data)).toEqual([[3, 0, 0, 0], [1]]);
   });
 
   test("BOUND state: a run refused by the model's full queue is a 503, and its sequence goes on from the state it had", async () => {
-    expect((await infer(server.url, 'queued', [1, 0, 0, 0], { sequence_id: 1, sequence_start: true })).body.outputs[1].data).toEqual([1]);
+    expect((await infer(live.server.url, 'queued', [1, 0, 0, 0], { sequence_id: 1, sequence_start: true })).body.outputs[1].data).toEqual([1]);
     // Two other sequences' starts: one runs, one waits (maxQueue 1).
-    const others = [2, 3].map((id) => infer(server.url, 'queued', [5, 0, 0, 0], { sequence_id: id, sequence_start: true, sequence_end: true }));
-    const depth = async () => Number(/^zgc_queue_depth\{model="queued",version="1"\} (\d+)$/m.exec(await (await fetch(`${server.url}/metrics`)).text())[1]);
+    const others = [2, 3].map((id) => infer(live.server.url, 'queued', [5, 0, 0, 0], { sequence_id: id, sequence_start: true, sequence_end: true }));
+    const depth = async () => Number(/^zgc_queue_depth\{model="queued",version="1"\} (\d+)$/m.exec(await (await fetch(`${live.server.url}/metrics`)).text())[1]);
     while ((await depth()) < 1) await new Promise((r) => setTimeout(r, 10));
-    const refused = await infer(server.url, 'queued', [100, 0, 0, 0], { sequence_id: 1 });
+    const refused = await infer(live.server.url, 'queued', [100, 0, 0, 0], { sequence_id: 1 });
     expect(refused).toEqual({ status: 503, body: { error: 'model "queued" has 1 requests waiting already: try again shortly' } });
     for (const r of await Promise.all(others)) expect(r.body.outputs[1].data).toEqual([1]);
     // The refused x was never added: the sum and the step count are those of the runs made.
-    const next = await infer(server.url, 'queued', [2, 0, 0, 0], { sequence_id: 1, sequence_end: true });
+    const next = await infer(live.server.url, 'queued', [2, 0, 0, 0], { sequence_id: 1, sequence_end: true });
     expect(next.body.outputs.map((o) => o.data)).toEqual([[3, 0, 0, 0], [2]]);
   }, 20000);
 
   (process.platform === 'linux' ? test : test.skip)("isolated: an instance that dies ends its sequence, which later requests are told; the other sequence goes on", async () => {
-    for (const id of [1, 2]) expect((await infer(server.url, 'iso', [1, 0, 0, 0], { sequence_id: id, sequence_start: true })).status).toBe(200);
-    const crash = await infer(server.url, 'iso', [-999, 0, 0, 0], { sequence_id: 1 });
+    for (const id of [1, 2]) expect((await infer(live.server.url, 'iso', [1, 0, 0, 0], { sequence_id: id, sequence_start: true })).status).toBe(200);
+    const crash = await infer(live.server.url, 'iso', [-999, 0, 0, 0], { sequence_id: 1 });
     expect(crash.status).toBe(500);
     expect(crash.body.error).toMatch(/ERR_ZGC_INSTANCE_CRASHED/);
-    expect((await infer(server.url, 'iso', [1, 0, 0, 0], { sequence_id: 1 })).body.error).toBe('sequence 1 of model "iso" is not active (its instance\'s process died): its first request sets "sequence_start"');
-    const other = await infer(server.url, 'iso', [1, 0, 0, 0], { sequence_id: 2, sequence_end: true });
+    expect((await infer(live.server.url, 'iso', [1, 0, 0, 0], { sequence_id: 1 })).body.error).toBe('sequence 1 of model "iso" is not active (its instance\'s process died): its first request sets "sequence_start"');
+    const other = await infer(live.server.url, 'iso', [1, 0, 0, 0], { sequence_id: 2, sequence_end: true });
     expect(other.body.outputs.map((o) => o.data)).toEqual([[2, 0, 0, 0], [2]]);
   }, 30000);
 
   test('a sequence model warms up in sequences of its own: the first client sequence starts from zeros', async () => {
-    const r = await infer(server.url, 'warm', [1, 0, 0, 0], { sequence_id: 1, sequence_start: true, sequence_end: true });
+    const r = await infer(live.server.url, 'warm', [1, 0, 0, 0], { sequence_id: 1, sequence_start: true, sequence_end: true });
     expect(r.body.outputs.map((o) => o.data)).toEqual([[1, 0, 0, 0], [1]]);
   });
 
   test('maxSequences: one more start is a 503 naming it', async () => {
-    for (const id of [71, 72]) expect((await infer(server.url, 'brief', [0, 0, 0, 0], { sequence_id: id, sequence_start: true })).status).toBe(200);
-    const over = await infer(server.url, 'brief', [0, 0, 0, 0], { sequence_id: 73, sequence_start: true });
+    for (const id of [71, 72]) expect((await infer(live.server.url, 'brief', [0, 0, 0, 0], { sequence_id: id, sequence_start: true })).status).toBe(200);
+    const over = await infer(live.server.url, 'brief', [0, 0, 0, 0], { sequence_id: 73, sequence_start: true });
     expect(over.status).toBe(503);
     expect(over.body.error).toMatch(/model "brief" has 2 active sequences, its maxSequences/);
-    for (const id of [71, 72]) await infer(server.url, 'brief', [0, 0, 0, 0], { sequence_id: id, sequence_end: true });
+    for (const id of [71, 72]) await infer(live.server.url, 'brief', [0, 0, 0, 0], { sequence_id: id, sequence_end: true });
   });
 
   test('races between idle expiry and late requests: each answer continues its sequence or says it expired, never a silent restart', async () => {
@@ -171,7 +160,7 @@ async function infer(url, model, x, parameters) {
       const outcomes = [];
       for (let k = 0; k < 12; k++) {
         const start = steps === 0;
-        const r = await infer(server.url, 'brief', [1, 0, 0, 0], { sequence_id: 900 + id, ...(start ? { sequence_start: true } : {}) });
+        const r = await infer(live.server.url, 'brief', [1, 0, 0, 0], { sequence_id: 900 + id, ...(start ? { sequence_start: true } : {}) });
         if (r.status === 200) {
           steps += 1;
           // The state went on from where it was: the step count is this client's own.

@@ -91,6 +91,25 @@ async function listenInProcess(args) {
   return { server, host: '127.0.0.1', port: server.address().port, url, stderr: () => stderr, stop: () => server.shutdown({ deadlineMs: 10000 }) };
 }
 
+/**
+ * A describe block's server: before its tests, the repository `makeRepo()` writes, served in
+ * this process over HTTP and gRPC (with `args` on the command line); after them, stopped and
+ * removed. Returns `{ server, grpcPort, repo }`, filled in before the first test.
+ */
+function servedRepo(makeRepo, args = []) {
+  const live = {};
+  beforeAll(async () => {
+    live.repo = makeRepo();
+    live.server = await listenInProcess([live.repo, ...args]);
+    live.grpcPort = await live.server.server.listenGrpc(0, '127.0.0.1');
+  });
+  afterAll(async () => {
+    if (live.server) await live.server.stop();
+    if (live.repo) fs.rmSync(live.repo, { recursive: true, force: true });
+  });
+  return live;
+}
+
 /** The message a server's load throws for the models `fill(repo)` writes into a new repository; null when they load. */
 async function loadFailure(fill) {
   const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-load-'));
@@ -135,4 +154,4 @@ function pythonClient(script, protocol, args, input = '') {
   });
 }
 
-module.exports = { loadFailure, makeRepository, writeModel, dtypesParameters, startServer, listenInProcess, exited, pythonClient, hasClients, PYTHON, BIN };
+module.exports = { loadFailure, servedRepo, makeRepository, writeModel, dtypesParameters, startServer, listenInProcess, exited, pythonClient, hasClients, PYTHON, BIN };
