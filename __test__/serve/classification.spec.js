@@ -7,7 +7,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { rng, randomF32 } = require('../helpers');
-const { makeRepository, writeModel, listenInProcess, pythonClient, hasClients } = require('../serve/setup');
+const { makeRepository, writeModel, servedRepo, pythonClient, hasClients } = require('../serve/setup');
 
 
 const client = (protocol, port, plan) => pythonClient('classification_client.py', protocol, [protocol, `127.0.0.1:${port}`], JSON.stringify(plan));
@@ -25,20 +25,12 @@ function topK(values, shape, k, labels = []) {
 }
 
 (hasClients ? describe : describe.skip)('the classification extension (issue 38)', () => {
-  let server;
-  let grpcPort;
-  let repo;
   const LABELS = ['cat', 'dog', 'bird'];
-  beforeAll(async () => {
-    ({ repo } = makeRepository());
+  const live = servedRepo(() => {
+    const { repo } = makeRepository();
     // Three labels for four classes: the fourth has none.
     writeModel(repo, 'labelled', { 1: 'add' }, { outputs: ['scores'], labels: { scores: 'labels.txt' } }, { 'labels.txt': `${LABELS.join('\n')}\n` });
-    server = await listenInProcess([repo]);
-    grpcPort = await server.server.listenGrpc(0, '127.0.0.1');
-  });
-  afterAll(async () => {
-    await server.stop();
-    fs.rmSync(repo, { recursive: true, force: true });
+    return repo;
   });
 
   for (const protocol of ['http', 'grpc']) {
@@ -49,7 +41,7 @@ function topK(values, shape, k, labels = []) {
         dtypes: { x: Array.from(randomF32(next, 6)), h: ints(4, -64, 64).map((v) => v / 8), q: ints(5, -128, 127), m: ints(5, 0, 1).map(Boolean) },
         add: [Array.from(randomF32(next, 4)), Array.from(randomF32(next, 4))],
       };
-      const seen = await client(protocol, protocol === 'http' ? server.port : grpcPort, plan);
+      const seen = await client(protocol, protocol === 'http' ? live.server.port : live.grpcPort, plan);
       const expected = {
         o0: topK(seen.plain.o0, [2, 3], 2),
         o1: topK(seen.plain.o1, [4], 3),

@@ -12,7 +12,7 @@ const { load } = require('../..');
 const { fixture } = require('../fixtures/manifest');
 const { parseNpy } = require('../../lib/npy');
 const { rng, randomF32 } = require('../helpers');
-const { makeRepository, listenInProcess, pythonClient, hasClients } = require('../serve/setup');
+const { makeRepository, servedRepo, listenInProcess, pythonClient, hasClients } = require('../serve/setup');
 
 const runnable = process.platform === 'linux' && hasClients;
 
@@ -38,19 +38,10 @@ const STATUS = {
 };
 
 (runnable ? describe : describe.skip)('client system shared memory (issue 38)', () => {
-  let server;
-  let grpcPort;
-  let repo;
   const add = load(fixture('add'));
   const add1m = load(fixture('add-1m'));
-  beforeAll(async () => {
-    ({ repo } = makeRepository());
-    server = await listenInProcess([repo, '--allow-client-shm']);
-    grpcPort = await server.server.listenGrpc(0, '127.0.0.1');
-  });
-  afterAll(async () => {
-    if (server) await server.stop();
-    fs.rmSync(repo, { recursive: true, force: true });
+  const live = servedRepo(() => makeRepository().repo, ['--allow-client-shm']);
+  afterAll(() => {
     // A client that failed midway leaves its objects behind: /dev/shm is memory.
     for (const f of fs.readdirSync('/dev/shm')) if (f.startsWith(`zgc-shm-spec-${process.pid}-`)) fs.rmSync(`/dev/shm/${f}`, { force: true });
   });
@@ -64,7 +55,7 @@ const STATUS = {
         add: [Array.from(randomF32(next, 4)), Array.from(randomF32(next, 4))],
         slow_x: Array.from(randomF32(next, 4)),
       };
-      const seen = await client(protocol, protocol === 'http' ? server.port : grpcPort, plan);
+      const seen = await client(protocol, protocol === 'http' ? live.server.port : live.grpcPort, plan);
       const bad = STATUS[protocol].bad;
       const [a, b] = plan.add.map((v) => Float32Array.from(v));
       const sum = Array.from(add.run({ a, b })[0].data);
@@ -117,7 +108,7 @@ const STATUS = {
     const files = ['one', 'two'].map((n) => `/dev/shm${prefix}${n}`);
     fs.writeFileSync(files[0], Buffer.alloc(64));
     fs.writeFileSync(files[1], Buffer.alloc(4096));
-    const other = await listenInProcess([repo, '--allow-client-shm']);
+    const other = await listenInProcess([live.repo, '--allow-client-shm']);
     try {
       const register = (name, key, byteSize, offset = 0) =>
         fetch(`${other.url}/v2/systemsharedmemory/region/${name}/register`, { method: 'POST', body: JSON.stringify({ key, offset, byte_size: byteSize }) });
@@ -140,7 +131,7 @@ const STATUS = {
   });
 
   test('off unless allowed: registering is refused with how to allow it, and the metadata does not list it', async () => {
-    const plain = await listenInProcess([repo]);
+    const plain = await listenInProcess([live.repo]);
     try {
       const grpc = await plain.server.listenGrpc(0, '127.0.0.1');
       const why = 'client shared memory is off: start the server with --allow-client-shm (createServer option allowClientShm) to allow it';
@@ -157,7 +148,7 @@ const STATUS = {
       });
       expect([infer.status, (await infer.json()).error]).toEqual([403, why]);
       const { createServer } = require('../../lib/serve');
-      expect(() => createServer({ models: repo, allowClientShm: 'yes' })).toThrow(new TypeError('createServer option allowClientShm must be true or false, got "yes"'));
+      expect(() => createServer({ models: live.repo, allowClientShm: 'yes' })).toThrow(new TypeError('createServer option allowClientShm must be true or false, got "yes"'));
     } finally {
       await plain.stop();
     }

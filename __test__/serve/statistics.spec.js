@@ -3,10 +3,9 @@
 // The statistics extension (issue 38) through the real tritonclient, HTTP and gRPC: what it
 // reports is checked against the requests this test made and counted, and against /metrics
 // read at the same moment.
-const fs = require('node:fs');
 const path = require('node:path');
 const { rng, randomF32 } = require('../helpers');
-const { makeRepository, listenInProcess, pythonClient, hasClients } = require('../serve/setup');
+const { makeRepository, servedRepo, pythonClient, hasClients } = require('../serve/setup');
 
 const f = Math.fround;
 
@@ -38,28 +37,17 @@ function series(text, name, labels) {
 }
 
 (hasClients ? describe : describe.skip)('the statistics extension over REST and gRPC (issue 38)', () => {
-  let server;
-  let grpcPort;
-  let repo;
   const next = rng(38);
   const pairs = (n) => Array.from({ length: n }, () => [Array.from(randomF32(next, 4)), Array.from(randomF32(next, 4))]);
-  beforeAll(async () => {
-    ({ repo } = makeRepository());
-    server = await listenInProcess([repo, '--model-control', 'explicit']);
-    grpcPort = await server.server.listenGrpc(0, '127.0.0.1');
-  });
-  afterAll(async () => {
-    await server.stop();
-    fs.rmSync(repo, { recursive: true, force: true });
-  });
+  const live = servedRepo(() => makeRepository().repo, ['--model-control', 'explicit']);
 
   test('counts what each client sent, per version, and agrees with /metrics', async () => {
     const before = Date.now();
     const httpPlan = { version: '1', ok: pairs(7), bad: 3 };
-    const http = await client('http', server.port, httpPlan);
+    const http = await client('http', live.server.port, httpPlan);
     const grpcPlan = { version: '2', ok: pairs(5), bad: 2 };
-    const grpc = numbers(await client('grpc', grpcPort, grpcPlan));
-    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    const grpc = numbers(await client('grpc', live.grpcPort, grpcPlan));
+    const metrics = await (await fetch(`${live.server.url}/metrics`)).text();
     const after = Date.now();
 
     // The runs themselves were right, and the bad requests refused.
@@ -98,7 +86,7 @@ function series(text, name, labels) {
     expect(http.unknown).toEqual(['404', 'unknown model "no-such-model"']);
 
     // /metrics says the same, for both versions (read after both clients; no request since).
-    const now = (await (await fetch(`${server.url}/v2/models/add/stats`)).json()).model_stats;
+    const now = (await (await fetch(`${live.server.url}/v2/models/add/stats`)).json()).model_stats;
     for (const s of now) {
       const labels = { model: 'add', version: s.version };
       expect(series(metrics, 'zgc_inference_requests_total', { ...labels, outcome: 'success' })).toBe(s.inference_stats.success.count);
@@ -112,20 +100,20 @@ function series(text, name, labels) {
   }, 120000);
 
   test('REST paths: every model, one model, one version; an unknown version is 404', async () => {
-    const all = await (await fetch(`${server.url}/v2/models/stats`)).json();
-    const one = await (await fetch(`${server.url}/v2/models/add/stats`)).json();
-    const version = await (await fetch(`${server.url}/v2/models/add/versions/2/stats`)).json();
+    const all = await (await fetch(`${live.server.url}/v2/models/stats`)).json();
+    const one = await (await fetch(`${live.server.url}/v2/models/add/stats`)).json();
+    const version = await (await fetch(`${live.server.url}/v2/models/add/versions/2/stats`)).json();
     expect(all.model_stats.filter((m) => m.name === 'add')).toEqual(one.model_stats);
     expect(version.model_stats).toEqual(one.model_stats.filter((m) => m.version === '2'));
-    const missing = await fetch(`${server.url}/v2/models/add/versions/9/stats`);
+    const missing = await fetch(`${live.server.url}/v2/models/add/versions/9/stats`);
     expect(missing.status).toBe(404);
     expect((await missing.json()).error).toMatch(/^model "add" has no version "9" being served/);
-    const post = await fetch(`${server.url}/v2/models/stats`, { method: 'POST' });
+    const post = await fetch(`${live.server.url}/v2/models/stats`, { method: 'POST' });
     expect([post.status, post.headers.get('allow')]).toEqual([405, 'GET, HEAD']);
-    const meta = await (await fetch(`${server.url}/v2`)).json();
+    const meta = await (await fetch(`${live.server.url}/v2`)).json();
     expect(meta.extensions).toContain('statistics');
     // A model that serves no version has nothing to report: no error.
-    expect((await fetch(`${server.url}/v2/repository/models/status/unload`, { method: 'POST' })).status).toBe(200);
-    expect(await (await fetch(`${server.url}/v2/models/status/stats`)).json()).toEqual({ model_stats: [] });
+    expect((await fetch(`${live.server.url}/v2/repository/models/status/unload`, { method: 'POST' })).status).toBe(200);
+    expect(await (await fetch(`${live.server.url}/v2/models/status/stats`)).json()).toEqual({ model_stats: [] });
   });
 });

@@ -4,11 +4,10 @@
 // process, as an application would, requests from the real tritonclient (HTTP and gRPC) with a
 // W3C traceparent make a server span that is the caller's span's child, with parse, queue,
 // compute and write spans under it, in that order; a failed request's span says so.
-const fs = require('node:fs');
 const path = require('node:path');
 const api = require('@opentelemetry/api');
 const { BasicTracerProvider, SimpleSpanProcessor, InMemorySpanExporter } = require('@opentelemetry/sdk-trace-base');
-const { makeRepository, listenInProcess, pythonClient, hasClients } = require('../serve/setup');
+const { makeRepository, servedRepo, pythonClient, hasClients } = require('../serve/setup');
 
 
 const client = (protocol, port, ok, bad) => pythonClient('tracing_client.py', protocol, [protocol, `127.0.0.1:${port}`, ok, bad]);
@@ -17,22 +16,13 @@ const hex = (n) => Array.from({ length: n }, () => '0123456789abcdef'[Math.floor
 const ns = ([s, n]) => BigInt(s) * 1000000000n + BigInt(n);
 
 (hasClients ? describe : describe.skip)('tracing through @opentelemetry/api (issue 38)', () => {
-  let server;
-  let grpcPort;
-  let repo;
   const exporter = new InMemorySpanExporter();
   const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-  beforeAll(async () => {
-    api.trace.setGlobalTracerProvider(provider);
-    ({ repo } = makeRepository());
-    server = await listenInProcess([repo]);
-    grpcPort = await server.server.listenGrpc(0, '127.0.0.1');
-  });
+  beforeAll(() => api.trace.setGlobalTracerProvider(provider));
+  const live = servedRepo(() => makeRepository().repo);
   afterAll(async () => {
-    await server.stop();
     await provider.shutdown();
     api.trace.disable();
-    fs.rmSync(repo, { recursive: true, force: true });
   });
 
   for (const protocol of ['http', 'grpc']) {
@@ -40,7 +30,7 @@ const ns = ([s, n]) => BigInt(s) * 1000000000n + BigInt(n);
       exporter.reset();
       const caller = { traceId: hex(32), spanId: hex(16) };
       const failing = { traceId: hex(32), spanId: hex(16) };
-      const seen = await client(protocol, protocol === 'http' ? server.port : grpcPort, `00-${caller.traceId}-${caller.spanId}-01`, `00-${failing.traceId}-${failing.spanId}-01`);
+      const seen = await client(protocol, protocol === 'http' ? live.server.port : live.grpcPort, `00-${caller.traceId}-${caller.spanId}-01`, `00-${failing.traceId}-${failing.spanId}-01`);
       expect(seen.ok).toEqual([0, 2, 4, 6]);
       const spans = exporter.getFinishedSpans();
       const roots = spans.filter((s) => s.name === 'infer add');
