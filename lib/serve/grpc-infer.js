@@ -6,7 +6,7 @@
 // run is inline: no promise or microtask per call.
 
 const { decode, messages } = require('./pb');
-const { RequestError, classified, outputsFor } = require('./protocol');
+const { RequestError, bad, classified, outputsFor } = require('./protocol');
 const { bytesTensor } = require('./classification');
 const { overBudget } = require('./body');
 const { OFF_THREAD_BYTES } = require('./parsers');
@@ -18,7 +18,6 @@ const { startTrace, step, runSteps, endTrace } = require('./tracing');
 const { admit, deadline, runOptions } = require('./schedule');
 const { runOf } = require('./sequences');
 
-const bad = (message) => new RequestError(400, message);
 
 /**
  * The run's inputs and outputs from a ModelInferRequest's bytes (grpc-js hands them over

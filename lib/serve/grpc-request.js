@@ -4,13 +4,12 @@
 // values from its typed contents or its raw bytes, and the outputs asked for. Pure, so that
 // the parser threads (parse-worker.js) run it too.
 
-const { RequestError, placement, shmInput, shmOutput, scheduleOf, sequenceOf, classCountOf, inputAs, outputsFor } = require('./protocol');
+const { bad, placement, shmInput, shmOutput, scheduleOf, sequenceOf, classCountOf, inputAs, outputsFor } = require('./protocol');
 const { listText: shapeText } = require('./elide');
 
 const ARRAY = { FP32: Float32Array, FP16: Uint16Array, INT8: Int8Array, BOOL: Uint8Array };
 /** The typed-contents field of each datatype (FP16 has none: raw bytes only). */
 const CONTENTS = { FP32: 'fp32Contents', INT8: 'intContents', BOOL: 'boolContents' };
-const bad = (message) => new RequestError(400, message);
 
 /** One input's values from its typed contents, checked as REST checks JSON data. */
 function fromContents(input, contents) {

@@ -22,6 +22,7 @@ class RequestError extends Error {
   }
 }
 
+/** A 400 (gRPC INVALID_ARGUMENT): the request itself is wrong. */
 const bad = (message) => new RequestError(400, message);
 const { listText: shapeText } = require('./elide');
 const { classify, bytesTensor } = require('./classification');
@@ -612,4 +613,4 @@ function classified(output, data, k, labels) {
   return classify(data, output.shape, k, labels === undefined ? undefined : labels.get(output.name), decode);
 }
 
-module.exports = { sequenceOf, classified, classCountOf, DATATYPE, RequestError, signatureOf, signatureFromPortable, inputAs, outputsFor, parseInfer, formatInfer, readHeader, placement, shmInput, shmOutput, scheduleOf, ARRAY, TAKE_BYTES };
+module.exports = { bad, sequenceOf, classified, classCountOf, DATATYPE, RequestError, signatureOf, signatureFromPortable, inputAs, outputsFor, parseInfer, formatInfer, readHeader, placement, shmInput, shmOutput, scheduleOf, ARRAY, TAKE_BYTES };

@@ -10,7 +10,7 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
-const { RequestError, ARRAY } = require('./protocol');
+const { RequestError, bad, ARRAY } = require('./protocol');
 const { overBudget } = require('./body');
 
 /** Where Linux keeps POSIX shared memory objects (shm_open's names). */
@@ -29,7 +29,6 @@ const SPARES_PER_SIZE = 4;
 
 const { O_RDWR, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
 
-const bad = (message) => new RequestError(400, message);
 const quoted = (s) => JSON.stringify(typeof s === 'string' && s.length > 130 ? `${s.slice(0, 130)}…` : s);
 
 function checkInteger(what, v) {
