@@ -32,6 +32,8 @@ function makeRepo() {
   if (process.platform === 'linux') writeModel(repo, 'iso', { 1: 'accum-crashy' }, { instances: 2, isolate: 'process', sequenceBatching: {} });
   // 0.3 s a run on one instance, one run waiting at most: a lent sequence's run can be refused.
   writeModel(repo, 'queued', { 1: 'accum-stall' }, { instances: 1, maxQueue: 1, sequenceBatching: {} });
+  // Runs of 0.3 s, idle after 150 ms: a run longer than the idle time.
+  writeModel(repo, 'slowbrief', { 1: 'accum-stall' }, { instances: 1, sequenceBatching: { idleTimeoutMs: 150 } });
   // The same graph without sequences: its instances' own state.
   writeModel(repo, 'plain', { 1: 'accum' }, { instances: 1, parameters: { h: 'h0.npy' } }, zeros);
   return repo;
@@ -143,6 +145,19 @@ async function infer(url, model, x, parameters) {
     const r = await infer(live.server.url, 'warm', [1, 0, 0, 0], { sequence_id: 1, sequence_start: true, sequence_end: true });
     expect(r.body.outputs.map((o) => o.data)).toEqual([[1, 0, 0, 0], [1]]);
   });
+
+  test('a sequence is not idle while its run waits or runs: the idle clock starts when the run is over', async () => {
+    // Each run takes 0.3 s, twice the idle time; the second waits behind the first.
+    const first = infer(live.server.url, 'slowbrief', [1, 0, 0, 0], { sequence_id: 8, sequence_start: true });
+    const active = async () => /^zgc_sequences_active\{model="slowbrief",version="1"\} 1$/m.test(await (await fetch(`${live.server.url}/metrics`)).text());
+    while (!(await active())) await new Promise((r) => setTimeout(r, 10));
+    const second = infer(live.server.url, 'slowbrief', [1, 0, 0, 0], { sequence_id: 8 });
+    expect((await Promise.all([first, second])).map((r) => r.body.outputs[1].data)).toEqual([[1], [2]]);
+    expect((await infer(live.server.url, 'slowbrief', [1, 0, 0, 0], { sequence_id: 8 })).body.outputs[1].data).toEqual([3]);
+    // Then idle: ended 150 ms after its last run.
+    await new Promise((r) => setTimeout(r, 400));
+    expect((await infer(live.server.url, 'slowbrief', [1, 0, 0, 0], { sequence_id: 8 })).body.error).toMatch(/\(it expired after 150 ms without a request\)/);
+  }, 20000);
 
   test('maxSequences: one more start is a 503 naming it', async () => {
     for (const id of [71, 72]) expect((await infer(live.server.url, 'brief', [0, 0, 0, 0], { sequence_id: id, sequence_start: true })).status).toBe(200);

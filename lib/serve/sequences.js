@@ -4,8 +4,8 @@
 // request's `sequence_id`, `sequence_start` and `sequence_end` parameters route it to that
 // client sequence's STATE, a `pool.sequence()` of the version's pool (lib/sequence.js): lent
 // storage for BOUND state in-process, else an instance held from its first run to its end,
-// waited for up to `waitMs`. A sequence idle for `idleTimeoutMs` is ended, as is one whose
-// isolated instance died; at most `maxSequences` are active at once.
+// waited for up to `waitMs`. A sequence idle for `idleTimeoutMs` (no run of it waiting or
+// running) is ended, as is one whose isolated instance died; at most `maxSequences` are active at once.
 
 const { RequestError } = require('./protocol');
 const { stateSources } = require('../sequence');
@@ -74,13 +74,20 @@ class Sequences {
       if (this.#active.size >= this.#settings.maxSequences) {
         throw new RequestError(503, `model "${this.#name}" has ${this.#active.size} active sequences, its maxSequences: end one, or try again later`, { 'retry-after': '1' });
       }
-      entry = { id, seq: this.#pool.sequence(this.#initial), timer: null };
+      entry = { id, seq: this.#pool.sequence(this.#initial), timer: null, running: 0 };
       this.#active.set(id, entry);
     } else if (entry === undefined) {
       const why = this.#ended.get(id);
       throw new RequestError(400, `sequence ${describeId(id)} of model "${this.#name}" is not active${why === undefined ? '' : ` (${why})`}: its first request sets "sequence_start"`);
     }
-    const run = entry.seq.run(inputs, options).catch((err) => {
+    // Not idle while a run of it waits or runs: its clock starts again when the last is over.
+    if (entry.timer !== null) clearTimeout(entry.timer);
+    entry.timer = null;
+    entry.running++;
+    const run = entry.seq.run(inputs, options).finally(() => {
+      entry.running--;
+      if (entry.running === 0 && this.#active.get(id) === entry) this.#idle(entry);
+    }).catch((err) => {
       // Its isolated instance died: the sequence is over, and later requests are told why.
       if (entry.seq.ended !== null) this.#end(entry, entry.seq.ended);
       // A direct sequence's start that found every instance held: it never began. (A lent
@@ -92,13 +99,11 @@ class Sequences {
       throw err;
     });
     if (end) this.#end(entry, 'ended by its last request');
-    else this.#idle(entry);
     return run;
   }
 
-  /** (Re)starts the idle clock of `entry`. */
+  /** Starts the idle clock of `entry`, whose runs are all over. */
   #idle(entry) {
-    if (entry.timer !== null) clearTimeout(entry.timer);
     entry.timer = setTimeout(() => {
       this.expired++;
       this.#end(entry, `it expired after ${this.#settings.idleTimeoutMs} ms without a request`);
