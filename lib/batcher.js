@@ -163,8 +163,8 @@ class Batcher {
   /** Batches run, rows run, rows of zeros padded, runs by variant batch size and by the rows they held. */
   stats() {
     const f = this.#figures;
-    const byKey = (map) => Object.fromEntries([...map].sort((a, b) => a[0] - b[0]));
-    return { batches: f.batches, rows: f.rows, paddedRows: f.paddedRows, runsBySize: byKey(f.bySize), runsByRows: byKey(f.byRows), pendingRows: this.#waitingRows, running: this.#running };
+    // Integer keys: an object lists them in ascending order.
+    return { batches: f.batches, rows: f.rows, paddedRows: f.paddedRows, runsBySize: Object.fromEntries(f.bySize), runsByRows: Object.fromEntries(f.byRows), pendingRows: this.#waitingRows, running: this.#running };
   }
 
   /** Each variant's pool's `stats()`, by batch size. */

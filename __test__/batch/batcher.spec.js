@@ -126,7 +126,8 @@ describe.each(MODES)('createBatcher (%j)', (mode) => {
   }, 20000);
 
   test('preferredBatchSizes: rows reaching the largest preferred size go at once', async () => {
-    const batcher = createBatcher(AFFINE, { maxQueueDelayMs: 60000, preferredBatchSizes: [4], ...mode });
+    // Two rows reach 1 but not 4: they wait for the next two.
+    const batcher = createBatcher(AFFINE, { maxQueueDelayMs: 60000, preferredBatchSizes: [4, 1], ...mode });
     try {
       const random = rng(9);
       await Promise.all([request(random, 2), request(random, 2)].map((r) => batcher.run(r)));
@@ -302,6 +303,25 @@ describe('createBatcher refuses, naming the problem, and stays usable', () => {
       await small.close();
     }
   }, 20000);
+});
+
+test('variants given in any order are used by batch size; its inputs and outputs are one row of each', async () => {
+  const batcher = createBatcher(new Map([[8, AFFINE[8]], [1, AFFINE[1]], [4, AFFINE[4]]]));
+  try {
+    expect(batcher.batchSizes).toEqual([1, 4, 8]);
+    expect(batcher.inputs).toEqual([{ name: 'x', dtype: 'f32', rowShape: [4] }, { name: 's', dtype: 'f32', rowShape: [] }]);
+    expect(batcher.outputs).toEqual([{ name: 'output 0', dtype: 'f32', rowShape: [3] }, { name: 'output 1', dtype: 'f32', rowShape: [] }]);
+    // Copies: changing them changes nothing.
+    batcher.inputs[0].rowShape.push(9);
+    expect(batcher.inputs[0].rowShape).toEqual([4]);
+    // One row goes as a run of the batch-1 variant, whichever came first in the Map.
+    const r = request(rng(12), 1);
+    const [y] = await batcher.run(r);
+    expect(Array.from(y.data)).toEqual(Array.from(affine(r.x, r.s)[0]));
+    expect(batcher.stats().runsBySize).toEqual({ 1: 1 });
+  } finally {
+    await batcher.close();
+  }
 });
 
 describe('createBatcher refuses variants that are not one graph in several batch sizes', () => {
