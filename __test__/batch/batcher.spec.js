@@ -324,6 +324,17 @@ test('variants given in any order are used by batch size; its inputs and outputs
   }
 });
 
+test('setup(runtime, index, batchSize) runs once on each instance of each variant', async () => {
+  const calls = [];
+  const batcher = createBatcher(AFFINE, { instances: 2, setup: (rt, i, size) => calls.push([size, i, rt.sources.find((s) => s.name === 'x').shape[0]]) });
+  try {
+    // The runtime it is given is that variant's: its x has the batch size's rows.
+    expect(calls.sort((a, b) => a[0] - b[0] || a[1] - b[1])).toEqual([[1, 0, 1], [1, 1, 1], [4, 0, 4], [4, 1, 4], [8, 0, 8], [8, 1, 8]]);
+  } finally {
+    await batcher.close();
+  }
+});
+
 describe('createBatcher refuses variants that are not one graph in several batch sizes', () => {
   test.each([
     ['another graph', { 1: fixture('affine-b1'), 4: fixture('add') }, /the batch-4 variant's inputs \(a f32 \[batch\]; b f32 \[batch\]\) are not the batch-1 variant's/],
