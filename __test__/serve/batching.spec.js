@@ -10,6 +10,7 @@ const path = require('node:path');
 const { load } = require('../..');
 const { fixture } = require('../fixtures/manifest');
 const { rng } = require('../helpers');
+const { formatNpy } = require('../../lib/npy');
 const { writeModel, servedRepo, pythonClient, hasClients, loadFailure } = require('../serve/setup');
 
 const STATUS = { http: '400', grpc: 'StatusCode.INVALID_ARGUMENT' };
@@ -24,6 +25,9 @@ function makeRepo() {
   // A batcher that would wait a minute for others.
   const patient = writeModel(repo, 'patient', { 1: 'affine-b1' }, { instances: 1, dynamicBatching: { variants: { 1: 'model.so', 4: 'model_b4.so' }, maxQueueDelayMs: 60000 } });
   fs.copyFileSync(fixture('affine-b4'), path.join(patient, '1', 'model_b4.so'));
+  // Warmed up with requests of three rows from x.npy (s random): two runs of the batch-4 variant.
+  const warm = writeModel(repo, 'warmbatch', { 1: 'affine-b1' }, { instances: 1, dynamicBatching: { variants: { 1: 'model.so', 4: 'model_b4.so' } }, warmup: [{ name: 'rows', count: 2, inputs: { x: { file: 'x.npy' }, s: 'random' } }] }, { 'x.npy': formatNpy('f32', [3, 4], new Float32Array(12).fill(1)) });
+  fs.copyFileSync(fixture('affine-b4'), path.join(warm, '1', 'model_b4.so'));
   // The variants' instances in processes of their own.
   if (process.platform === 'linux') {
     const iso = writeModel(repo, 'iso', { 1: 'affine-b1' }, { instances: 2, isolate: 'process', dynamicBatching: { variants: { 1: 'model.so', 4: 'model_b4.so' }, maxQueueDelayMs: 5 } });
@@ -122,6 +126,13 @@ async function batchMetrics(url) {
     expect((await r.json()).error).toBe(message);
   });
 
+  test('a warmup request takes its rows from its .npy files: three rows, run twice before the model is ready', async () => {
+    const text = await (await fetch(`${live.server.url}/metrics`)).text();
+    const one = (name) => Number(new RegExp(`^${name}\\{model="warmbatch",version="1"\\} (\\d+)$`, 'm').exec(text)[1]);
+    expect([one('zgc_batch_rows_count'), one('zgc_batch_rows_sum'), one('zgc_batch_padded_rows_total')]).toEqual([2, 6, 2]);
+    expect((await fetch(`${live.server.url}/v2/models/warmbatch/ready`)).status).toBe(200);
+  });
+
   (process.platform === 'linux' ? test : test.skip)('isolated variants: 60 concurrent REST requests each get their own rows, in batches', async () => {
     const sent = requests(3).slice(0, 60);
     const before = Number(/^zgc_batch_rows_count\{model="iso",version="1"\} (\d+)$/m.exec(await (await fetch(`${live.server.url}/metrics`)).text())?.[1] ?? 0);
@@ -160,10 +171,15 @@ describe('config.json "dynamicBatching" is checked when the model loads', () => 
     ['a preferred size that is no variant', { variants: { 1: 'model.so' }, preferredBatchSizes: [4] }, /"preferredBatchSizes" must list variant batch sizes \(1\), got \[4\]/],
     ['an unknown key', { variants: { 1: 'model.so' }, delay: 1 }, /"dynamicBatching" has an unknown key "delay"/],
     ['variants of another graph', { variants: { 1: 'model.so', 4: 'other.so' } }, /the batch-4 variant's inputs \(a f32 \[batch\]; b f32 \[batch\]\) are not the batch-1 variant's \(x f32 \[batch, 4\]; s f32 \[batch\]\): variants must be one graph/],
-  ])('%s', async (_, dynamicBatching, message) => {
+    ['a warmup of more rows than the largest variant', { variants: { 1: 'model.so' } }, /warmup "w": .*x2\.npy has shape \(2, 4\), input "x" has shape \(-1, 4\) \(-1: 1 to 1 rows\)/, { x: 'x2.npy' }],
+    ['a warmup file of another row shape', { variants: { 1: 'model.so' } }, /warmup "w": .*x13\.npy has shape \(1, 3\), input "x" has shape \(-1, 4\)/, { x: 'x13.npy' }],
+    ['warmup files of different rows', { variants: { 1: 'model.so', 4: 'other.so' } }, /warmup "w": .*s1\.npy has 1 rows, .*x2\.npy has 2: every input of a request has the same rows/, { x: 'x2.npy', s: 's1.npy' }],
+  ])('%s', async (_, dynamicBatching, message, warmupFiles = undefined) => {
     const failure = await loadFailure((repo) => {
-      const dir = writeModel(repo, 'affine', { 1: 'affine-b1' }, { dynamicBatching });
-      fs.copyFileSync(fixture('add'), path.join(dir, '1', 'other.so'));
+      const warmup = warmupFiles === undefined ? undefined : [{ name: 'w', inputs: Object.fromEntries(Object.entries(warmupFiles).map(([k, file]) => [k, { file }])) }];
+      const files = { 'x2.npy': formatNpy('f32', [2, 4], new Float32Array(8)), 'x13.npy': formatNpy('f32', [1, 3], new Float32Array(3)), 's1.npy': formatNpy('f32', [1], new Float32Array(1)) };
+      const dir = writeModel(repo, 'affine', { 1: 'affine-b1' }, { dynamicBatching, ...(warmup ? { warmup } : {}) }, files);
+      fs.copyFileSync(fixture(warmupFiles && warmupFiles.s ? 'affine-b4' : 'add'), path.join(dir, '1', 'other.so'));
     });
     expect(failure).toMatch(message);
   });

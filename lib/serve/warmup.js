@@ -57,24 +57,38 @@ function randomValues(input, seed) {
 /**
  * The warmup requests of one version, their inputs made now: `[{ name, count, inputs }]`.
  * `find(file)` locates a .npy file as parameter files are found. Inputs not named are zeros.
+ * A batched model's request has the rows of its .npy files (the same in each), else one row.
  */
 function warmupPlan(warmup, signature, find) {
+  const { maxBatch } = signature;
   return warmup.map(({ name, count, inputs }) => {
     for (const given of Object.keys(inputs)) {
       if (!signature.byName.has(given)) throw new Error(`warmup "${name}" names input "${given}", which the model has not (its inputs: ${signature.inputList})`);
     }
     const arrays = {};
+    // The files first: a batched model's request takes its rows from them.
+    const rows = { n: undefined, first: undefined };
+    for (const input of signature.inputs) {
+      const spec = inputs[input.name];
+      if (spec === undefined || typeof spec === 'string') continue;
+      const file = find(spec.file);
+      const npy = parseNpy(fs.readFileSync(file), file);
+      if (npy.dtype !== NPY_DTYPE[input.datatype]) throw new Error(`warmup "${name}": ${file} holds ${npy.dtype}, input "${input.name}" is ${input.datatype}`);
+      const fits = npy.shape.length === input.shape.length && npy.shape.every((d, i) => (maxBatch !== undefined && i === 0 ? d >= 1 && d <= maxBatch : d === input.shape[i]));
+      if (!fits) throw new Error(`warmup "${name}": ${file} has shape (${npy.shape.join(', ')}), input "${input.name}" has shape (${input.shape.join(', ')})${maxBatch === undefined ? '' : ` (-1: 1 to ${maxBatch} rows)`}`);
+      if (maxBatch !== undefined) {
+        if (rows.n !== undefined && npy.shape[0] !== rows.n) throw new Error(`warmup "${name}": ${file} has ${npy.shape[0]} rows, ${rows.first} has ${rows.n}: every input of a request has the same rows`);
+        rows.n = npy.shape[0];
+        rows.first = file;
+      }
+      arrays[input.name] = npy.data;
+    }
+    const n = rows.n ?? 1;
     signature.inputs.forEach((input, k) => {
       const spec = inputs[input.name] ?? 'zeros';
-      if (spec === 'zeros') arrays[input.name] = new ARRAYS[input.datatype](input.count);
-      else if (spec === 'random') arrays[input.name] = randomValues(input, 0x9e3779b9 + k);
-      else {
-        const file = find(spec.file);
-        const npy = parseNpy(fs.readFileSync(file), file);
-        if (npy.dtype !== NPY_DTYPE[input.datatype]) throw new Error(`warmup "${name}": ${file} holds ${npy.dtype}, input "${input.name}" is ${input.datatype}`);
-        if (npy.shape.join() !== input.shape.join()) throw new Error(`warmup "${name}": ${file} has shape (${npy.shape.join(', ')}), input "${input.name}" has shape (${input.shape.join(', ')})`);
-        arrays[input.name] = npy.data;
-      }
+      const sized = { ...input, count: input.count * n };
+      if (spec === 'zeros') arrays[input.name] = new ARRAYS[input.datatype](sized.count);
+      else if (spec === 'random') arrays[input.name] = randomValues(sized, 0x9e3779b9 + k);
     });
     return { name, count, inputs: arrays };
   });
