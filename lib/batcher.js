@@ -239,7 +239,10 @@ class Batcher {
       } else if (n !== rows) {
         throw new ZgcError('ERR_ZGC_SIZE', `input "${t.name}" has ${n} rows and input "${first}" ${rows}: every input of a request has the same rows`, { source: t.name });
       }
-      return tag === 'Uint16Array' && t.dtype === 'f16' ? f16Values(array) : array;
+      if (tag === 'Uint16Array' && t.dtype === 'f16') return f16Values(array);
+      // Copied at the call, as pool.run() does: the batch is gathered later, and the caller
+      // (serve, with buffers read from shared memory) may reuse its arrays meanwhile.
+      return array === given ? array.slice() : array;
     });
     if (rows > this.#largest) {
       throw new ZgcError('ERR_ZGC_SIZE', `the request has ${rows} rows, more than the largest variant's batch of ${this.#largest}: split it, or add a larger variant`, { source: first });

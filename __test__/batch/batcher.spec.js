@@ -324,6 +324,21 @@ test('variants given in any order are used by batch size; its inputs and outputs
   }
 });
 
+test('inputs are copied at the call: arrays changed while the request waits for its batch change nothing', async () => {
+  const batcher = createBatcher(AFFINE, { maxQueueDelayMs: 50 });
+  try {
+    const r = request(rng(13), 2);
+    const want = affine(r.x, r.s)[0];
+    const pending = batcher.run({ x: r.x, s: r.s });
+    r.x.fill(100);
+    r.s.fill(0);
+    const [y] = await pending;
+    expect(Array.from(y.data)).toEqual(Array.from(want));
+  } finally {
+    await batcher.close();
+  }
+});
+
 test('setup(runtime, index, batchSize) runs once on each instance of each variant', async () => {
   const calls = [];
   const batcher = createBatcher(AFFINE, { instances: 2, setup: (rt, i, size) => calls.push([size, i, rt.sources.find((s) => s.name === 'x').shape[0]]) });
