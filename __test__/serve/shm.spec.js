@@ -12,7 +12,7 @@ const { load } = require('../..');
 const { fixture } = require('../fixtures/manifest');
 const { parseNpy } = require('../../lib/npy');
 const { rng, randomF32 } = require('../helpers');
-const { makeRepository, servedRepo, listenInProcess, pythonClient, hasClients } = require('../serve/setup');
+const { makeRepository, writeModel, servedRepo, listenInProcess, pythonClient, hasClients } = require('../serve/setup');
 
 const runnable = process.platform === 'linux' && hasClients;
 
@@ -40,7 +40,12 @@ const STATUS = {
 (runnable ? describe : describe.skip)('client system shared memory (issue 38)', () => {
   const add = load(fixture('add'));
   const add1m = load(fixture('add-1m'));
-  const live = servedRepo(() => makeRepository().repo, ['--allow-client-shm']);
+  const live = servedRepo(() => {
+    const { repo } = makeRepository();
+    // The 1M add as one batch variant of 1,048,576 one-element rows, its requests held 100 ms for others.
+    writeModel(repo, 'widebatch', { 1: 'add-1m' }, { instances: 1, dynamicBatching: { variants: { 1048576: 'model.so' }, maxQueueDelayMs: 100 } });
+    return repo;
+  }, ['--allow-client-shm']);
   afterAll(() => {
     // A client that failed midway leaves its objects behind: /dev/shm is memory.
     for (const f of fs.readdirSync('/dev/shm')) if (f.startsWith(`zgc-shm-spec-${process.pid}-`)) fs.rmSync(`/dev/shm/${f}`, { force: true });
@@ -102,6 +107,37 @@ const STATUS = {
       expect(openObjects(plan.prefix)).toEqual([]);
     }, 120000);
   }
+
+  test("a batched model's requests from shared memory wait for their batch with their own values", async () => {
+    // Four requests of 20,000 rows (80 KB an input: buffers the server reuses once run() returns).
+    const prefix = `/zgc-shm-spec-${process.pid}-batch-`;
+    const rows = 20000;
+    const url = live.server.url;
+    const region = (name, values) => {
+      fs.writeFileSync(`/dev/shm${prefix}${name}`, Buffer.from(values.buffer));
+      return fetch(`${url}/v2/systemsharedmemory/region/${name}/register`, { method: 'POST', body: JSON.stringify({ key: `${prefix}${name}`, offset: 0, byte_size: values.byteLength }) });
+    };
+    const plans = [0, 1, 2, 3].map((k) => ({ k, a: Float32Array.from({ length: rows }, (_, i) => k * 100000 + i), b: new Float32Array(rows).fill(0.5) }));
+    try {
+      for (const { k, a, b } of plans) {
+        expect((await region(`a${k}`, a)).status).toBe(200);
+        expect((await region(`b${k}`, b)).status).toBe(200);
+      }
+      const input = (name, k) => ({ name, datatype: 'FP32', shape: [rows], parameters: { shared_memory_region: `${name}${k}`, shared_memory_byte_size: rows * 4 } });
+      const answers = await Promise.all(plans.map(({ k }) =>
+        fetch(`${url}/v2/models/widebatch/infer`, { method: 'POST', body: JSON.stringify({ inputs: [input('a', k), input('b', k)], parameters: { binary_data_output: true } }) }).then(async (r) => {
+          const head = Number(r.headers.get('inference-header-content-length'));
+          const bytes = Buffer.from(await r.arrayBuffer());
+          return new Float32Array(bytes.buffer.slice(bytes.byteOffset + head, bytes.byteOffset + bytes.length));
+        })));
+      for (const { k, a } of plans) expect(answers[k]).toEqual(a.map((v) => v + 0.5));
+      const text = await (await fetch(`${url}/metrics`)).text();
+      // In fewer runs than requests: they waited for each other.
+      expect(Number(/^zgc_batch_rows_count\{model="widebatch",version="1"\} (\d+)$/m.exec(text)[1])).toBeLessThan(4);
+    } finally {
+      for (const { k } of plans) for (const n of [`a${k}`, `b${k}`]) await fetch(`${url}/v2/systemsharedmemory/region/${n}/unregister`, { method: 'POST' });
+    }
+  }, 30000);
 
   test('/metrics counts the regions and their bytes; shutdown closes their descriptors', async () => {
     const prefix = `/zgc-shm-spec-${process.pid}-metrics-`;
