@@ -149,6 +149,19 @@ describe.each(MODES)('createBatcher (%j)', (mode) => {
     }
   }, 20000);
 
+  test('a request whose deadline is far off waits maxQueueDelayMs for others like any', async () => {
+    const batcher = createBatcher(AFFINE, { maxQueueDelayMs: 300, ...mode });
+    try {
+      const random = rng(14);
+      const first = batcher.run(request(random, 1), { timeoutMs: 20000 });
+      await sleep(30);
+      await Promise.all([first, batcher.run(request(random, 1), { timeoutMs: 20000 })]);
+      expect(batcher.stats()).toMatchObject({ batches: 1, rows: 2, runsBySize: { 4: 1 } });
+    } finally {
+      await batcher.close();
+    }
+  }, 20000);
+
   test('close() runs what waits at once, then refuses new requests', async () => {
     const batcher = createBatcher(AFFINE, { maxQueueDelayMs: 60000, ...mode });
     const r = request(rng(11), 2);
