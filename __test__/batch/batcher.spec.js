@@ -172,7 +172,9 @@ describe.each(MODES)('createBatcher (%j)', (mode) => {
     const [y] = await answer;
     expect(Array.from(y.data)).toEqual(Array.from(affine(r.x, r.s)[0]));
     expect(batcher.closed).toBe(true);
-    await expect(batcher.run(r)).rejects.toMatchObject({ code: 'ERR_ZGC_CLOSED' });
+    await expect(batcher.run(r)).rejects.toMatchObject({ code: 'ERR_ZGC_CLOSED', message: 'batcher is closed' });
+    // Closing again is the same close.
+    expect(batcher.close()).toBe(batcher.close());
   }, 20000);
 });
 
