@@ -105,9 +105,18 @@ describe('pool.sequence() refuses, naming the problem', () => {
     expect(() => pool.sequence({ initialState: { h: [1, 2] } })).toThrow(expect.objectContaining({ code: 'ERR_ZGC_SIZE', source: 'h' }));
     expect(() => pool.sequence({ initialState: { x: [1, 2, 3, 4] } })).toThrow(expect.objectContaining({ code: 'ERR_ZGC_UNKNOWN_SOURCE', message: 'initialState names "x", which is no STATE source (the artifact\'s: h)' }));
     expect(() => pool.sequence({ state: {} })).toThrow(/has no option "state"/);
+    expect(() => pool.sequence(null)).toThrow(new TypeError('pool.sequence() options must be an object'));
+    expect(() => pool.sequence({ initialState: null })).toThrow(new TypeError('pool.sequence() option initialState must be an object of STATE source names to values'));
+    for (const waitMs of [-1, NaN, Infinity, '5']) expect(() => pool.sequence({ waitMs })).toThrow(new RangeError(`pool.sequence() option waitMs must be a finite number >= 0, got ${String(waitMs)}`));
+    await expect(seq.run({ x: [1, 1, 1, 1] }, { timeoutMs: 5 })).rejects.toThrow(/sequence\.run\(\) has no option "timeoutMs"/);
+    await expect(seq.run({ x: [1, 1, 1, 1] }, { signal: 'stop' })).rejects.toThrow(new TypeError('sequence.run option signal must be an AbortSignal'));
+    await expect(seq.run({ x: [1, 1, 1, 1] }, { priority: 0.5 })).rejects.toThrow(/sequence\.run\(\) option priority/);
     // Refusals left the sequence as it was.
     const [y, steps] = await seq.run({ x: [1, 1, 1, 1] });
     expect([Array.from(y.data), steps.data[0]]).toEqual([[1, 1, 1, 1], 1]);
+    // No inputs: a run as pool.run() makes one, on the instance's own inputs (x as the last run left it).
+    const [y2, steps2] = await seq.run();
+    expect([Array.from(y2.data), steps2.data[0]]).toEqual([[2, 2, 2, 2], 2]);
     await seq.close();
   });
 
@@ -219,6 +228,67 @@ describe.each(DIRECT)('direct sequences: %s (each holds an instance of its own)'
   }, 30000);
 });
 
+describe.each(DIRECT)('direct sequences: %s, their runs and their instances', (_, makePool) => {
+  test("inputs are copied at the call: arrays changed while the run waits behind the sequence's earlier one change nothing", async () => {
+    const pool = makePool(1);
+    try {
+      const seq = pool.sequence();
+      const x = Float32Array.of(2, 0, 0, 0);
+      const plain = [3, 0, 0, 0];
+      const runs = [seq.run({ x: [1, 0, 0, 0] }), seq.run({ x }), seq.run({ x: plain })];
+      x.fill(100);
+      plain.fill(100);
+      expect((await Promise.all(runs)).map(([y]) => y.data[0])).toEqual([1, 3, 6]);
+      await seq.close();
+    } finally {
+      await pool.close();
+    }
+  }, 30000);
+
+  test('a run refused for its inputs leaves the sequence going, its state as it was', async () => {
+    const pool = makePool(1);
+    try {
+      const seq = pool.sequence();
+      await seq.run({ x: [1, 0, 0, 0] });
+      await expect(seq.run({ x: [1, 2] })).rejects.toMatchObject({ code: 'ERR_ZGC_SIZE' });
+      expect(seq.ended).toBe(null);
+      const [y, steps] = await seq.run({ x: [1, 0, 0, 0] });
+      expect([y.data[0], steps.data[0]]).toEqual([2, 2]);
+      await seq.close();
+    } finally {
+      await pool.close();
+    }
+  }, 30000);
+
+  test('closing the pool refuses a sequence waiting for an instance, and closes the ones held', async () => {
+    const pool = makePool(1);
+    const holder = pool.sequence();
+    await holder.run({ x: [1, 0, 0, 0] });
+    const waiting = pool.sequence({ waitMs: 30000 }).run({ x: [1, 0, 0, 0] });
+    await sleep(20);
+    const started = Date.now();
+    await pool.close();
+    await expect(waiting).rejects.toMatchObject({ code: 'ERR_ZGC_CLOSED', message: 'pool is closed' });
+    expect(Date.now() - started).toBeLessThan(10000);
+    await expect(holder.run({ x: [1, 0, 0, 0] })).rejects.toMatchObject({ code: 'ERR_ZGC_CLOSED' });
+  }, 30000);
+});
+
+test("a direct sequence's instance runs the pool's setup with its own slot, 0 to size - 1", async () => {
+  const slots = [];
+  const pool = createPool(fixture('accum-owned'), { size: 2, offload: 'always', setup: (rt, slot) => slots.push(slot) });
+  try {
+    const seqs = [pool.sequence(), pool.sequence()];
+    await Promise.all(seqs.map((q) => q.run({ x: [1, 0, 0, 0] })));
+    // The pool's own two instances, then one for each sequence.
+    expect(slots.slice(0, 2)).toEqual([0, 1]);
+    expect(slots.slice(2).sort()).toEqual([0, 1]);
+    await Promise.all(seqs.map((q) => q.close()));
+  } finally {
+    await pool.close();
+  }
+});
+
 test("a direct sequence's instance whose setup throws: the run rejects with it, and the instance's place is free again", async () => {
   let calls = 0;
   const pool = createPool(fixture('accum-owned'), {
@@ -241,6 +311,21 @@ test("a direct sequence's instance whose setup throws: the run rejects with it, 
     await pool.close();
   }
 });
+
+(process.platform === 'linux' ? test : test.skip)("a run queued behind the one whose instance died is refused too: it never runs on the restarted process's empty state", async () => {
+  const pool = createPool(fixture('accum-crashy'), { size: 1, isolate: 'process', setup: (rt) => rt.storage('h') });
+  try {
+    const seq = pool.sequence();
+    await seq.run({ x: [1, 0, 0, 0] });
+    const crash = seq.run({ x: [-999, 0, 0, 0] });
+    const behind = seq.run({ x: [1, 0, 0, 0] });
+    await expect(crash).rejects.toMatchObject({ code: 'ERR_ZGC_INSTANCE_CRASHED' });
+    await expect(behind).rejects.toMatchObject({ code: 'ERR_ZGC_SEQUENCE' });
+    await seq.close();
+  } finally {
+    await pool.close();
+  }
+}, 30000);
 
 (process.platform === 'linux' ? test : test.skip)('an isolated instance that dies ends its sequence, with a clear error after; other sequences never notice', async () => {
   const pool = createPool(fixture('accum-crashy'), { size: 2, isolate: 'process', setup: (rt) => rt.storage('h') });
