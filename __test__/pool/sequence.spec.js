@@ -245,15 +245,18 @@ describe.each(DIRECT)('direct sequences: %s, their runs and their instances', (_
     }
   }, 30000);
 
-  test('a run refused for its inputs leaves the sequence going, its state as it was', async () => {
+  test('a run refused for its inputs leaves the sequence going, its state as it was; a run with none uses the last', async () => {
     const pool = makePool(1);
     try {
       const seq = pool.sequence();
       await seq.run({ x: [1, 0, 0, 0] });
+      // No inputs: x as the last run left it on the instance the sequence holds.
+      expect((await seq.run())[1].data[0]).toBe(2);
+      await seq.run({ x: [-1, 0, 0, 0] });
       await expect(seq.run({ x: [1, 2] })).rejects.toMatchObject({ code: 'ERR_ZGC_SIZE' });
       expect(seq.ended).toBe(null);
       const [y, steps] = await seq.run({ x: [1, 0, 0, 0] });
-      expect([y.data[0], steps.data[0]]).toEqual([2, 2]);
+      expect([y.data[0], steps.data[0]]).toEqual([2, 4]);
       await seq.close();
     } finally {
       await pool.close();
