@@ -25,6 +25,10 @@ function makeRepo() {
   // A batcher that would wait a minute for others.
   const patient = writeModel(repo, 'patient', { 1: 'affine-b1' }, { instances: 1, dynamicBatching: { variants: { 1: 'model.so', 4: 'model_b4.so' }, maxQueueDelayMs: 60000 } });
   fs.copyFileSync(fixture('affine-b4'), path.join(patient, '1', 'model_b4.so'));
+  // Rows reaching 4 go at once, whatever the minute's delay.
+  const preferred = writeModel(repo, 'preferred', { 1: 'affine-b1' }, { instances: 1, dynamicBatching: { variants: { 1: 'model.so', 4: 'model_b4.so', 8: 'model_b8.so' }, maxQueueDelayMs: 60000, preferredBatchSizes: [4] } });
+  fs.copyFileSync(fixture('affine-b4'), path.join(preferred, '1', 'model_b4.so'));
+  fs.copyFileSync(fixture('affine-b8'), path.join(preferred, '1', 'model_b8.so'));
   // Warmed up with requests of three rows from x.npy (s random): two runs of the batch-4 variant.
   const warm = writeModel(repo, 'warmbatch', { 1: 'affine-b1' }, { instances: 1, dynamicBatching: { variants: { 1: 'model.so', 4: 'model_b4.so' } }, warmup: [{ name: 'rows', count: 2, inputs: { x: { file: 'x.npy' }, s: 'random' } }] }, { 'x.npy': formatNpy('f32', [3, 4], new Float32Array(12).fill(1)) });
   fs.copyFileSync(fixture('affine-b4'), path.join(warm, '1', 'model_b4.so'));
@@ -126,6 +130,16 @@ async function batchMetrics(url) {
     expect((await r.json()).error).toBe(message);
   });
 
+  test('preferredBatchSizes: two requests of two rows go at once as one run of 4, not after the minute\'s delay', async () => {
+    const sent = [{ x: [1, 2, 3, 4, 5, 6, 7, 8], s: [1, 2] }, { x: [0, 0, 0, 1, 1, 0, 0, 0], s: [-1, 0.5] }];
+    const answers = await Promise.all(sent.map(async ({ x, s }) => {
+      const body = { inputs: [{ name: 'x', datatype: 'FP32', shape: [2, 4], data: x }, { name: 's', datatype: 'FP32', shape: [2], data: s }] };
+      const { outputs } = await (await fetch(`${live.server.url}/v2/models/preferred/infer`, { method: 'POST', body: JSON.stringify(body) })).json();
+      return { shape: outputs.map((o) => o.shape), y: outputs[0].data, total: outputs[1].data };
+    }));
+    answers.forEach((got, i) => expect(got).toEqual(alone(rt, sent[i])));
+  }, 10000);
+
   test('a warmup request takes its rows from its .npy files: three rows, run twice before the model is ready', async () => {
     const text = await (await fetch(`${live.server.url}/metrics`)).text();
     const one = (name) => Number(new RegExp(`^${name}\\{model="warmbatch",version="1"\\} (\\d+)$`, 'm').exec(text)[1]);
@@ -182,5 +196,37 @@ describe('config.json "dynamicBatching" is checked when the model loads', () => 
       fs.copyFileSync(fixture(warmupFiles && warmupFiles.s ? 'affine-b4' : 'add'), path.join(dir, '1', 'other.so'));
     });
     expect(failure).toMatch(message);
+  });
+});
+
+describe('checkBatching: config.json "dynamicBatching", checked as given', () => {
+  const { checkBatching } = require('../../lib/serve/batching');
+  const rule = '"dynamicBatching" must be { "variants": { "<batch size>": "<file beside model.so>", ... }, "maxQueueDelayMs": ms, "preferredBatchSizes": [sizes] }';
+  test('defaults, and what it keeps', () => {
+    expect(checkBatching(undefined, 'm')).toBe(undefined);
+    expect(checkBatching({ variants: { 1: 'model.so' } }, 'm')).toEqual({ variants: { 1: 'model.so' }, maxQueueDelayMs: 0, preferredBatchSizes: undefined });
+    expect(checkBatching({ variants: { 1: 'model.so', 999999999: 'b.so' }, maxQueueDelayMs: 0.5, preferredBatchSizes: [1] }, 'm')).toEqual({ variants: { 1: 'model.so', 999999999: 'b.so' }, maxQueueDelayMs: 0.5, preferredBatchSizes: [1] });
+  });
+  test.each([
+    [null, `m: ${rule}, got null`],
+    [[], `m: ${rule}, got []`],
+    ['x', `m: ${rule}, got "x"`],
+    [{}, `m: ${rule}; "variants" names none`],
+    [{ variants: null }, `m: ${rule}; "variants" names none`],
+    [{ variants: [] }, `m: ${rule}; "variants" names none`],
+    [{ variants: 'model.so' }, `m: ${rule}; "variants" names none`],
+    [{ variants: {} }, `m: ${rule}; "variants" names none`],
+    [{ variants: { '01': 'model.so' } }, 'm: "dynamicBatching" variant batch sizes are positive integers, got "01"'],
+    [{ variants: { 1234567890: 'model.so' } }, 'm: "dynamicBatching" variant batch sizes are positive integers, got "1234567890"'],
+    [{ variants: { '1x': 'model.so' } }, 'm: "dynamicBatching" variant batch sizes are positive integers, got "1x"'],
+    [{ variants: { x1: 'model.so' } }, 'm: "dynamicBatching" variant batch sizes are positive integers, got "x1"'],
+    [{ variants: { 1: 3 } }, 'm: "dynamicBatching" variant 1 must name a file in the version directory (no path), got 3'],
+    [{ variants: { 1: '.hidden.so' } }, 'm: "dynamicBatching" variant 1 must name a file in the version directory (no path), got ".hidden.so"'],
+    [{ variants: { 1: 'model.so' }, maxQueueDelayMs: '5' }, 'm: "dynamicBatching" "maxQueueDelayMs" must be a number >= 0, got "5"'],
+    [{ variants: { 1: 'model.so' }, maxQueueDelayMs: null }, 'm: "dynamicBatching" "maxQueueDelayMs" must be a number >= 0, got null'],
+    [{ variants: { 1: 'model.so' }, preferredBatchSizes: 1 }, 'm: "dynamicBatching" "preferredBatchSizes" must list variant batch sizes (1), got 1'],
+    [{ variants: { 1: 'model.so', 4: 'b.so' }, preferredBatchSizes: [4, 2] }, 'm: "dynamicBatching" "preferredBatchSizes" must list variant batch sizes (1, 4), got [4,2]'],
+  ])('%j is refused', (value, message) => {
+    expect(() => checkBatching(value, 'm')).toThrow(new Error(message));
   });
 });

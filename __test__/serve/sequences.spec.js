@@ -154,10 +154,42 @@ async function infer(url, model, x, parameters) {
     const second = infer(live.server.url, 'slowbrief', [1, 0, 0, 0], { sequence_id: 8 });
     expect((await Promise.all([first, second])).map((r) => r.body.outputs[1].data)).toEqual([[1], [2]]);
     expect((await infer(live.server.url, 'slowbrief', [1, 0, 0, 0], { sequence_id: 8 })).body.outputs[1].data).toEqual([3]);
+    // A request stops the idle clock: the fourth, right after the third, continues.
+    expect((await infer(live.server.url, 'slowbrief', [1, 0, 0, 0], { sequence_id: 8 })).body.outputs[1].data).toEqual([4]);
     // Then idle: ended 150 ms after its last run.
     await new Promise((r) => setTimeout(r, 400));
     expect((await infer(live.server.url, 'slowbrief', [1, 0, 0, 0], { sequence_id: 8 })).body.error).toMatch(/\(it expired after 150 ms without a request\)/);
   }, 20000);
+
+  test('a start with the id of an active sequence begins it again; an ended one never expires later; string ids are quoted', async () => {
+    const expired = async () => Number(/^zgc_sequences_expired_total\{model="brief",version="1"\} (\d+)$/m.exec(await (await fetch(`${live.server.url}/metrics`)).text())[1]);
+    const before = await expired();
+    expect((await infer(live.server.url, 'brief', [1, 0, 0, 0], { sequence_id: 'again', sequence_start: true })).body.outputs[1].data).toEqual([1]);
+    expect((await infer(live.server.url, 'brief', [1, 0, 0, 0], { sequence_id: 'again', sequence_start: true })).body.outputs[1].data).toEqual([1]);
+    expect((await infer(live.server.url, 'brief', [1, 0, 0, 0], { sequence_id: 'again', sequence_end: true })).body.outputs[1].data).toEqual([2]);
+    // Past the idle time: ended sequences (and the one started again) count as no expiry.
+    await new Promise((r) => setTimeout(r, 400));
+    expect(await expired()).toBe(before);
+    expect((await infer(live.server.url, 'brief', [1, 0, 0, 0], { sequence_id: 'again' })).body.error).toBe('sequence "again" of model "brief" is not active (ended by its last request): its first request sets "sequence_start"');
+  });
+
+  test('the 1,024 most recently ended sequences are remembered with why; an older one is only not active', async () => {
+    for (let id = 5000; id < 5000 + 1025; id++) await infer(live.server.url, 'acc', [0, 0, 0, 0], { sequence_id: id, sequence_start: true, sequence_end: true });
+    expect((await infer(live.server.url, 'acc', [0, 0, 0, 0], { sequence_id: 5000 })).body.error).toBe('sequence 5000 of model "acc" is not active: its first request sets "sequence_start"');
+    expect((await infer(live.server.url, 'acc', [0, 0, 0, 0], { sequence_id: 5001 })).body.error).toMatch(/^sequence 5001 of model "acc" is not active \(ended by its last request\)/);
+  }, 60000);
+
+  test('the 503s of a sequence model tell clients when to try again', async () => {
+    const post = (model, parameters) => fetch(`${live.server.url}/v2/models/${model}/infer`, { method: 'POST', body: JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP32', shape: [4], data: [0, 0, 0, 0] }], parameters }) });
+    for (const id of [81, 82]) expect((await post('brief', { sequence_id: id, sequence_start: true })).status).toBe(200);
+    const full = await post('brief', { sequence_id: 83, sequence_start: true });
+    expect([full.status, full.headers.get('retry-after')]).toEqual([503, '1']);
+    for (const id of [81, 82]) await post('brief', { sequence_id: id, sequence_end: true });
+    expect((await post('owned', { sequence_id: 91, sequence_start: true })).status).toBe(200);
+    const held = await post('owned', { sequence_id: 92, sequence_start: true });
+    expect([held.status, held.headers.get('retry-after')]).toEqual([503, '1']);
+    await post('owned', { sequence_id: 91, sequence_end: true });
+  });
 
   test('maxSequences: one more start is a 503 naming it', async () => {
     for (const id of [71, 72]) expect((await infer(live.server.url, 'brief', [0, 0, 0, 0], { sequence_id: id, sequence_start: true })).status).toBe(200);
@@ -209,5 +241,32 @@ describe('config.json "sequenceBatching" is checked when the model loads', () =>
   ])('%s', async (_, config, so, message) => {
     const failure = await loadFailure((repo) => writeModel(repo, 'm', { 1: so }, config, { 'h.npy': formatNpy('f32', [4], new Float32Array(4)) }));
     expect(failure).toMatch(message);
+  });
+});
+
+describe('checkSequences: config.json "sequenceBatching", checked as given', () => {
+  const { checkSequences } = require('../../lib/serve/sequences');
+  const rule = '"sequenceBatching" must be { "idleTimeoutMs": ms, "maxSequences": n, "waitMs": ms, "initialState": { "<STATE source>": "file.npy" } }';
+  test('defaults, and the smallest values it takes', () => {
+    expect(checkSequences(undefined, 'm')).toBe(undefined);
+    expect(checkSequences({}, 'm')).toEqual({ idleTimeoutMs: 60000, maxSequences: 1000, waitMs: 1000, initialState: {} });
+    expect(checkSequences({ idleTimeoutMs: 1, maxSequences: 1, waitMs: 0, initialState: { h: 'h.npy' } }, 'm')).toEqual({ idleTimeoutMs: 1, maxSequences: 1, waitMs: 0, initialState: { h: 'h.npy' } });
+  });
+  const state = 'm: "sequenceBatching" "initialState" must be an object of STATE source name -> .npy file';
+  test.each([
+    [null, `m: ${rule}, got null`],
+    [[], `m: ${rule}, got []`],
+    [5, `m: ${rule}, got 5`],
+    [{ initialState: null }, state],
+    [{ initialState: [] }, state],
+    [{ initialState: 'h.npy' }, state],
+    [{ initialState: { h: '' } }, state],
+    [{ initialState: { h: 3 } }, state],
+    [{ waitMs: 1.5 }, 'm: "sequenceBatching" "waitMs" must be a non-negative integer, got 1.5'],
+    [{ idleTimeoutMs: 2.5 }, 'm: "sequenceBatching" "idleTimeoutMs" must be a positive integer, got 2.5'],
+    [{ maxSequences: 0 }, 'm: "sequenceBatching" "maxSequences" must be a positive integer, got 0'],
+    [{ maxSequences: 1.5 }, 'm: "sequenceBatching" "maxSequences" must be a positive integer, got 1.5'],
+  ])('%j is refused', (value, message) => {
+    expect(() => checkSequences(value, 'm')).toThrow(new Error(message));
   });
 });

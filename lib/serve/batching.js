@@ -59,10 +59,6 @@ function batchedPool(batching, read, options) {
       return batcher.closed;
     },
     isolate: batcher.isolate,
-    get maxBatch() {
-      const sizes = batcher.batchSizes;
-      return sizes[sizes.length - 1];
-    },
     run: (inputs, runOptions) => batcher.run(inputs, runOptions),
     /** The variants' pools' figures together: a batch's instance is one of any variant's. */
     stats() {
