@@ -247,3 +247,75 @@ fn an_artifact_status_comes_back_with_its_operation_and_source() {
     assert_eq!(err.detail(), Detail { status: Some(5), operation: Some("zgc_runtime_bind_source".into()), source: Some("buf".into()) });
     assert_eq!(err.to_string(), "zgc_runtime_bind_source returned SIZE_MISMATCH (status 5) for source \"buf\"");
 }
+
+/// Waits on a thread, so that a wait that never ends fails the test instead of hanging it.
+fn wait_bounded(iso: &Isolated, seq: u32) -> Result<Outcome, std::sync::mpsc::RecvTimeoutError> {
+    let (live, region) = (iso.live().unwrap(), iso.region.clone());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child::wait(&live, &region, seq, None, None)));
+    rx.recv_timeout(Duration::from_secs(30))
+}
+
+/// Spins until `cond` holds (a state the other side reaches by itself, not a timing).
+fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let limit = Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(Instant::now() < limit, "never saw: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn state(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat[stat.rfind(')').unwrap() + 2..].chars().next().unwrap()
+}
+
+// Issue 46: under qemu-user a store then a load of the handshake words could be reordered, so
+// that each side read the other's flag from before its store. Both lost wake-ups are made here
+// by writing the flag the other side would have read, and each wait must still end.
+
+#[test]
+fn a_child_asleep_whose_wake_up_was_lost_is_woken_by_the_waiting_parent() {
+    use zgc::isolate::CHILD_SLEEPS;
+    use std::sync::atomic::Ordering;
+    let mut iso = faulty();
+    let pid = iso.pid().unwrap();
+    let region = iso.region.clone();
+    let sleeps = region.word(CHILD_SLEEPS);
+    // Idle: it has said it sleeps, and sleeps in recv (the only place it blocks with its flag up).
+    until("the child asleep on its socket", || sleeps.load(Ordering::SeqCst) == 1 && state(pid) == 'S');
+    // The parent reads the flag as from before the child's store: it sends no byte.
+    sleeps.store(0, Ordering::SeqCst);
+    let seq = run(&mut iso, [1.0, 2.0, 3.0, 4.0], 0.0);
+    sleeps.store(1, Ordering::SeqCst);
+    assert_eq!(wait_bounded(&iso, seq), Ok(Outcome::Done), "the command waits for a child nobody woke");
+    iso.answer(seq).unwrap();
+    assert_eq!(output(&iso, seq), [3.0, 5.0, 7.0, 9.0]);
+}
+
+#[test]
+fn a_parent_whose_wake_up_was_lost_sees_the_answer_anyway() {
+    use zgc::isolate::PARENT_SLEEPS;
+    use std::sync::atomic::Ordering;
+    let dir = std::env::temp_dir().join(format!("zgc-hold-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hold = dir.join("release");
+    let _ = std::fs::remove_file(&hold);
+    let mut vars = env();
+    vars.push(format!("ZGC_FAULTY_HOLD={}", hold.display()));
+    let mut iso = Isolated::start(HOST, &common::build("faulty", "faulty.c", &[]), &vars, START).unwrap();
+    // Mode 7: the run is held until the file exists.
+    let seq = run(&mut iso, [1.0, 2.0, 3.0, 4.0], 7.0);
+    let (live, shared) = (iso.live().unwrap(), iso.region.clone());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child::wait(&live, &shared, seq, None, None)));
+    let region = iso.region.clone();
+    let sleeps = region.word(PARENT_SLEEPS);
+    until("the parent's wait asleep", || sleeps.load(Ordering::SeqCst) == 1);
+    // The child reads the parent's flag as from before its store: it will send no byte.
+    sleeps.store(0, Ordering::SeqCst);
+    std::fs::write(&hold, b"").unwrap();
+    assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok(Outcome::Done), "the parent waits for an answer that came");
+    assert_eq!(output(&iso, seq), [3.0, 5.0, 7.0, 9.0]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

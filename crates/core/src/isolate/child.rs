@@ -29,6 +29,10 @@ pub enum Outcome {
 /// How often resident memory is sampled during a wait with a cap.
 pub const MEMORY_SAMPLE: Duration = Duration::from_millis(2);
 
+/// How long a wait sleeps before it looks again, whatever it was told: a wake-up lost either
+/// way (the module's note) then costs this, not a hang.
+pub const RECHECK: Duration = Duration::from_millis(100);
+
 /// Largest hello a host may send (a signature of the largest artifact fits many times).
 /// (Exclusive or inclusive makes no difference a test can see: none comes near it.)
 const HELLO_MAX: u64 = 64 << 20;
@@ -224,6 +228,7 @@ impl Isolated {
         self.region.word(at + F_STATE).store(STATE_READY, Ordering::Release);
         self.seq = seq;
         self.region.word(REQ).store(seq, Ordering::SeqCst);
+        handshake();
         if self.region.word(CHILD_SLEEPS).load(Ordering::SeqCst) == 1 {
             // A child that died already shows at the wait; nothing to do here.
             let _ = live.channel.send(&[1], None);
@@ -258,6 +263,14 @@ pub fn is_done(region: &SharedRegion, seq: u32) -> bool {
     (region.word(DONE).load(Ordering::Acquire).wrapping_sub(seq) as i32) >= 0
 }
 
+/// A child asleep while a command waits for it is sent a byte again: its wake-up was lost. (A
+/// child running a command has its flag down, so a long run is never sent bytes.)
+fn wake_if_asleep(live: &Live, region: &SharedRegion) {
+    if region.word(CHILD_SLEEPS).load(Ordering::SeqCst) == 1 && region.word(REQ).load(Ordering::SeqCst) != region.word(DONE).load(Ordering::SeqCst) {
+        let _ = live.channel.send(&[1], None);
+    }
+}
+
 /// Waits for command `seq` of `live` until `until`, killing the child when it passes `until`
 /// or `max_rss` bytes of resident memory. (Short waits spin on the JavaScript thread first:
 /// `NativeIsolate::poll`.)
@@ -268,12 +281,11 @@ pub fn wait(live: &Live, region: &SharedRegion, seq: u32, until: Option<Instant>
         if done() {
             return Outcome::Done;
         }
-        let slice = match (until, max_rss) {
-            (u, Some(_)) => Some(u.map_or(Instant::now() + MEMORY_SAMPLE, |u| u.min(Instant::now() + MEMORY_SAMPLE))),
-            (u, None) => u,
-        };
+        let step = if max_rss.is_some() { MEMORY_SAMPLE } else { RECHECK };
+        let slice = Some(until.map_or(Instant::now() + step, |u| u.min(Instant::now() + step)));
         // Said before DONE is looked at again, so a child finishing meanwhile sends a byte.
         sleeps.store(1, Ordering::SeqCst);
+        handshake();
         if done() {
             sleeps.store(0, Ordering::SeqCst);
             return Outcome::Done;
@@ -293,6 +305,7 @@ pub fn wait(live: &Live, region: &SharedRegion, seq: u32, until: Option<Instant>
                 if done() {
                     return Outcome::Done;
                 }
+                wake_if_asleep(live, region);
                 if until.is_some_and(|u| Instant::now() >= u) {
                     live.process.kill();
                     live.process.reap();

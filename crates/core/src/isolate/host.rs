@@ -95,6 +95,7 @@ impl Host {
                 // before REQ is looked at again, so a command sent meanwhile sends a byte.
                 let sleeps = self.region.word(CHILD_SLEEPS);
                 sleeps.store(1, Ordering::SeqCst);
+                handshake();
                 if req.load(Ordering::SeqCst) == done {
                     let mut bytes = [0u8; 64];
                     if let Ok((0, _)) | Err(_) = self.channel.recv(&mut bytes) {
@@ -116,6 +117,7 @@ impl Host {
                 self.clear_marks(frame);
             }
             self.region.word(DONE).store(seq, Ordering::SeqCst);
+            handshake();
             done = seq;
             if self.region.word(PARENT_SLEEPS).load(Ordering::SeqCst) == 1 && self.channel.send(&[1], None).is_err() {
                 return;

@@ -27,6 +27,13 @@ use crate::meta::{SourceInfo, TensorInfo};
 /// and the sleep flags: only a side that set its flag is sent a wake-up byte (bytes nobody
 /// reads would fill the socket and block the sender).
 pub const REQ: usize = 0;
+
+/// The fence between a side's store of its own word and its load of the other's (see above).
+#[inline]
+pub fn handshake() {
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
 pub const DONE: usize = 64;
 pub const CHILD_SLEEPS: usize = 128;
 pub const PARENT_SLEEPS: usize = 192;
