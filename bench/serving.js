@@ -75,8 +75,17 @@ async function shmCase(url, a, b) {
   return { body, remove: () => [inFile, outFile].forEach((f) => fs.rmSync(f, { force: true })) };
 }
 
+/** Every server this run started: ended with it, however it ends (an error, a signal, Ctrl-C). */
+const started = new Set();
+process.on('exit', () => {
+  for (const child of started) child.kill('SIGKILL');
+});
+for (const signal of ['SIGINT', 'SIGTERM']) process.once(signal, () => process.exit(130));
+
 function start(args) {
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], cwd: root });
+  started.add(child);
+  child.once('exit', () => started.delete(child));
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout.on('data', (d) => {

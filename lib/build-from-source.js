@@ -68,8 +68,12 @@ function buildHost({ root = ROOT, log = console.log, targetDir = path.join(root,
     return 1;
   }
   const out = path.join(root, `zgc-runtime-host.${cross === null ? platformName() : cross.platform}`);
-  fs.copyFileSync(path.join(targetDir, ...(cross === null ? [] : [cross.target]), profile, 'zgc-runtime-host'), out);
-  fs.chmodSync(out, 0o755);
+  // Copied beside it, then renamed over it: a host program running now (ETXTBSY for a write
+  // in place) keeps its own file.
+  const part = `${out}.${process.pid}.part`;
+  fs.copyFileSync(path.join(targetDir, ...(cross === null ? [] : [cross.target]), profile, 'zgc-runtime-host'), part);
+  fs.chmodSync(part, 0o755);
+  fs.renameSync(part, out);
   return 0;
 }
 

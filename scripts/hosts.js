@@ -9,6 +9,10 @@
 // builds them first). Prints a table and ends with "N passed, N failed".
 //   ZGC_HOSTS_CACHE=dir   where the hosts live (default ~/.cache/zgc-runtime/hosts)
 const { spawnSync } = require('node:child_process');
+const { runBounded, jestBounded } = require('./bounded');
+
+/** A Node host's whole Jest run takes 5 to 8 minutes here; past this it is stuck. */
+const JEST_MINUTES = 20;
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -56,20 +60,20 @@ function hasFloat16(host, flags = []) {
 function runJest(host, flags, files) {
   const report = path.join(root, 'target', `jest-${host.name}${flags.length ? '-flags' : ''}.json`);
   fs.rmSync(report, { force: true });
-  spawnSync(exe(host), [...flags, jest, '--runInBand', '--silent', '--json', `--outputFile=${report}`, ...files], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
+  const ran = runBounded(exe(host), [...flags, jest, ...jestBounded(['--runInBand', '--silent', '--json', `--outputFile=${report}`, ...files])], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] }, JEST_MINUTES, `Jest on ${host.name}`);
   try {
     const r = JSON.parse(fs.readFileSync(report, 'utf8'));
     if (r.numTotalTests === 0) return { passed: 0, failed: 1, skipped: 0, note: 'no test ran' };
     return { passed: r.numPassedTests, failed: r.numFailedTests + r.numRuntimeErrorTestSuites, skipped: r.numPendingTests };
   } catch (err) {
-    return { passed: 0, failed: 1, skipped: 0, note: `no Jest report: ${err.message}` };
+    return { passed: 0, failed: 1, skipped: 0, note: ran.timedOut ? `did not finish within ${JEST_MINUTES} min (killed)` : `no Jest report: ${err.message}` };
   }
 }
 
 function runSmoke(host) {
   const smoke = path.join(root, '__test__', 'hosts', 'smoke.mjs');
   const args = host.kind === 'deno' ? ['run', '-A', smoke] : [smoke];
-  const r = spawnSync(exe(host), args, { cwd: root, encoding: 'utf8', timeout: 300000 });
+  const r = runBounded(exe(host), args, { cwd: root, encoding: 'utf8' }, 5, `the smoke suite on ${host.name}`);
   process.stdout.write(r.stdout.split('\n').filter((l) => l.startsWith('FAIL') || l.startsWith('     ')).join('\n'));
   try {
     const last = JSON.parse(r.stdout.trim().split('\n').pop());

@@ -12,6 +12,10 @@ const { spawnSync, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { ensure } = require('./toolchain');
+const { runBounded } = require('./bounded');
+
+/** An emulated platform's Jest run takes 3 to 12 minutes here; past this it is stuck. */
+const JEST_MINUTES = 25;
 const { pack, PLATFORMS } = require('./pack');
 const { crossBuild } = require('./cross-build');
 const { extension } = require('../__test__/fixtures/manifest');
@@ -108,7 +112,7 @@ function testTarget(target, specs, tarballs) {
   const started = Date.now();
   // The package's own Jest settings, but for node_modules, where the installed package lives: not ignored.
   const config = { ...require('../package.json').jest, testPathIgnorePatterns: [], haste: { retainAllFiles: true }, testTimeout: 180000 };
-  const args = [jest, '--runInBand', '--silent', '--json', `--outputFile=${report}`, '--config', JSON.stringify(config), '--rootDir', pkg, ...specsFor(platform, specs).map((s) => `__test__/${s}`)];
+  const args = [jest, '--forceExit', '--runInBand', '--silent', '--json', `--outputFile=${report}`, '--config', JSON.stringify(config), '--rootDir', pkg, ...specsFor(platform, specs).map((s) => `__test__/${s}`)];
   const env = {
     ...process.env,
     // The suite's own devDependencies (Jest's helpers, grpc-js for serve) come from this checkout.
@@ -116,16 +120,17 @@ function testTarget(target, specs, tarballs) {
     NAPI_RS_NATIVE_LIBRARY_PATH: resolverBinding(cross),
     ZGC_TEST_PLATFORM: platform,
   };
+  let ran;
   if (platform.startsWith('win32-')) {
     // Wine starts Windows children itself, and maps / to Z:, so Linux paths resolve as they
     // are. Its Node cannot write to a pipe (EBADF): its output goes to a file.
     const log = path.join(dir, 'wine.log');
     const out = fs.openSync(log, 'w');
-    spawnSync(cross.run[0], [...cross.run.slice(1), cross.node, ...args], { cwd: pkg, stdio: ['ignore', out, out], env: { ...env, ...cross.env } });
+    ran = runBounded(cross.run[0], [...cross.run.slice(1), cross.node, ...args], { cwd: pkg, stdio: ['ignore', out, out], env: { ...env, ...cross.env } }, JEST_MINUTES, `Jest on ${platform}`);
     fs.closeSync(out);
   } else {
     const run = launcher(cross, path.join(dir, 'bin'), path.join(platformPkg, `zgc-runtime-host.${platform}`));
-    spawnSync(run.node, args, { cwd: pkg, stdio: ['ignore', 'ignore', 'inherit'], env: { ...env, NODE_OPTIONS: `--require ${run.preload}`, ZGC_RUNTIME_HOST: run.host } });
+    ran = runBounded(run.node, args, { cwd: pkg, stdio: ['ignore', 'ignore', 'inherit'], env: { ...env, NODE_OPTIONS: `--require ${run.preload}`, ZGC_RUNTIME_HOST: run.host } }, JEST_MINUTES, `Jest on ${platform}`);
   }
   const seconds = Math.round((Date.now() - started) / 1000);
   try {
@@ -134,7 +139,8 @@ function testTarget(target, specs, tarballs) {
     const broken = r.testResults.filter((f) => f.status === 'failed' && f.assertionResults.length === 0).map((f) => `${path.basename(f.name)}: ${f.message.split('\n').find((l) => l.trim()) || 'did not run'}`);
     return { platform, passed: r.numPassedTests, failed: r.numFailedTests + r.numRuntimeErrorTestSuites, skipped: r.numPendingTests, seconds, failures: [...failures, ...broken] };
   } catch (err) {
-    return { platform, passed: 0, failed: 1, skipped: 0, seconds, failures: [`no Jest report: ${err.message}`] };
+    const why = ran.timedOut ? `Jest did not finish within ${JEST_MINUTES} min (killed)` : `no Jest report: ${err.message}`;
+    return { platform, passed: 0, failed: 1, skipped: 0, seconds, failures: [why] };
   }
 }
 

@@ -5,16 +5,17 @@
 // addon, the C fixtures, the Python reference venv, Jest, then the other hosts (Node 22, 24,
 // 26 with Jest, Bun and Deno with the smoke suite), then linux-arm64-gnu under emulation. Ends with one plain line, "N passed, N
 // failed", summed from the JSON reports, so that a run of no test cannot pass.
-const { spawnSync } = require('node:child_process');
+const { runBounded, jestBounded } = require('./bounded');
 const fs = require('node:fs');
 const path = require('node:path');
 
 const root = path.join(__dirname, '..');
 const report = path.join(root, 'target', 'jest-results.json');
 
-function step(cmd, args, opts = {}) {
+/** Runs one step, ended after `minutes` (scripts/bounded.js): a hung step fails, named. */
+function step(cmd, args, minutes, opts = {}) {
   console.log(`\n$ ${cmd} ${args.join(' ')}`);
-  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', ...opts });
+  const r = runBounded(cmd, args, { cwd: root, stdio: 'inherit', ...opts }, minutes);
   if (r.status !== 0 && !opts.allowFail) {
     console.error(`\`${cmd} ${args.join(' ')}\` failed (exit ${r.status}${r.signal ? `, ${r.signal}` : ''})`);
     process.exit(1);
@@ -30,12 +31,12 @@ const npx = path.join(root, 'node_modules', '.bin');
 process.env.PTO_FIXTURE_QUIET = '1';
 // The core's and the host program's tests (the workspace's default members: not the binding,
 // whose test binary could not link Node's napi_* symbols).
-step('cargo', ['test', '--quiet']);
-step(process.execPath, ['scripts/build.js']);
-step(process.execPath, ['scripts/build-fixtures.js']);
-step(process.execPath, ['scripts/prepare-reference.js']);
+step('cargo', ['test', '--quiet'], 20);
+step(process.execPath, ['scripts/build.js'], 20);
+step(process.execPath, ['scripts/build-fixtures.js'], 5);
+step(process.execPath, ['scripts/prepare-reference.js'], 15);
 fs.rmSync(report, { force: true });
-const jestStatus = step(path.join(npx, 'jest'), ['--runInBand', '--json', `--outputFile=${report}`, ...process.argv.slice(2)], { allowFail: true });
+const jestStatus = step(path.join(npx, 'jest'), jestBounded(['--runInBand', '--json', `--outputFile=${report}`, ...process.argv.slice(2)]), 25, { allowFail: true });
 
 let results;
 try {
@@ -45,7 +46,9 @@ try {
   console.log('0 passed, 1 failed');
   process.exit(1);
 }
-const { numPassedTests: passed, numFailedTests: failed, numPendingTests: skipped, numTotalTests: total } = results;
+const { numPassedTests: passed, numPendingTests: skipped, numTotalTests: total } = results;
+// A file that failed outside its tests (an afterAll, such as __test__/leftovers.js) counts too.
+const failed = results.numFailedTests + results.numRuntimeErrorTestSuites;
 console.log(`Jest on Node ${process.version}: ${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
 let ok = jestStatus === 0 && failed === 0 && total > 0 && results.success;
 let sum = { passed, failed };

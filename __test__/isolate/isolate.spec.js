@@ -53,7 +53,16 @@ function executions(file) {
 afterEach(() => {
   delete process.env.ZGC_FAULTY_LOG;
   delete process.env.ZGC_FAULTY_ABORT_AT_LOAD;
+  delete process.env.ZGC_FAULTY_LOAD_MS;
+  delete process.env.ZGC_FAULTY_HOLD;
 });
+
+/** A run of the faulty fixture (mode 7) held until `release()`. */
+function holdFile() {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-hold-')), 'release');
+  process.env.ZGC_FAULTY_HOLD = file;
+  return { release: () => fs.writeFileSync(file, '') };
+}
 
 describe('isolate: process gives the same answers as in-process (issue 26)', () => {
   test('every dtype, kind and BOUND layout, against the model and an in-process runtime', () => {
@@ -379,6 +388,60 @@ describe('a pool under faults (issue 26)', () => {
     expect(Array.from((await pool.run({ x }))[0].data)).toEqual([2, 4, 6, 8]);
     expect(seen).toEqual([0, 0]);
     await pool.close();
+  });
+});
+
+describe('close() leaves no host process, however slow its hosts are (issue 46)', () => {
+  const { hostChildren } = require('../leftovers');
+  const settled = (promise) => {
+    const state = { done: false };
+    promise.then(() => (state.done = true), () => (state.done = true));
+    return state;
+  };
+  const turn = () => new Promise((r) => setImmediate(r));
+
+  test('a pool of hosts slow to start: close() waits for a held run, after a crash, a hung run killed at its deadline and their restarts; then every process it started is gone', async () => {
+    process.env.ZGC_FAULTY_LOAD_MS = '300';
+    const hold = holdFile();
+    const pool = createPool(fixture('faulty'), { ...ISO, size: 2 });
+    const pids = new Set(pool.stats().pids);
+    const held = pool.run({ x, mode: 7, id: 0 });
+    await expect(pool.run({ x, mode: 1, id: 1 })).rejects.toMatchObject({ code: 'ERR_ZGC_INSTANCE_CRASHED' });
+    for (const pid of pool.stats().pids) pids.add(pid);
+    await expect(pool.run({ x, mode: 4, id: 2 }, { timeoutMs: 200 })).rejects.toMatchObject({ code: 'ERR_ZGC_TIMEOUT' });
+    for (const pid of pool.stats().pids) pids.add(pid);
+    expect(pids.size).toBe(4);
+    const closed = pool.close();
+    const state = settled(closed);
+    await turn();
+    // The held run is in flight: close() has not resolved, and its host is still there.
+    expect(state.done).toBe(false);
+    expect(hostChildren()).toHaveLength(2);
+    hold.release();
+    expect(Array.from((await held)[0].data)).toEqual(expected(x));
+    await closed;
+    for (const pid of pids) expect(alive(pid)).toBe(false);
+    expect(hostChildren()).toEqual([]);
+  });
+
+  test('a runtime closed with a run in flight ends its host when that run is over; closed idle, at once', async () => {
+    process.env.ZGC_FAULTY_LOAD_MS = '300';
+    const hold = holdFile();
+    const rt = load(fixture('faulty'), ISO);
+    const pid = rt.pid;
+    const run = rt.runAsync({ x, mode: 7, id: 0 });
+    rt.close();
+    await turn();
+    expect(alive(pid)).toBe(true);
+    hold.release();
+    expect(Array.from((await run)[0].data)).toEqual(expected(x));
+    await turn();
+    expect(alive(pid)).toBe(false);
+    const idle = load(fixture('faulty'), ISO);
+    const idlePid = idle.pid;
+    idle.close();
+    expect(alive(idlePid)).toBe(false);
+    expect(hostChildren()).toEqual([]);
   });
 });
 
