@@ -4,7 +4,7 @@
  * Every failure the runtime reports is a ZgcError with a stable `code`. Errors that come
  * from a status the artifact returned also carry `status` (the integer) and `operation`
  * (the C function); errors about one source carry `source` (its name). The native layer sets
- * these properties itself (crates/node: `js::with_detail`); nothing is read from a message.
+ * these properties itself (src/js.rs: `js::with_detail`); nothing is read from a message.
  */
 class ZgcError extends Error {
   constructor(code, message, fields) {

@@ -7,7 +7,7 @@ const native = require('./native');
 
 const { NativeArtifact, NativeStaged } = native;
 // Raw N-API functions serve every runtime's run() and inline async runs in this thread (see
-// crates/node/src/js_fast.rs): same arguments; the inline one also times the run for the offload policy.
+// src/js_fast.rs): same arguments; the inline one also times the run for the offload policy.
 const [fastRun, fastRunInline] = native.fastRunFunction();
 /** What the inline function returns: ran and stays inline, ran and leaves, did not run. */
 const INLINE_STAY = 0;

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 
-// npm run build [-- --debug] [-- --target TRIPLE]: the addon (crates/node) with napi's CLI,
+// npm run build [-- --debug] [-- --target TRIPLE]: the addon (the root crate, src/) with napi's CLI,
 // as zgc-runtime.<platform>.node at the root with its raw interface in lib/native.d.ts, then, where
 // isolation runs, the host program (crates/host) as zgc-runtime-host.<platform> beside it. The
 // one place these builds are spelled: npm test, the benchmarks, the cross builds and the
@@ -20,7 +20,7 @@ const root = path.join(__dirname, '..');
  */
 function build({ profile = 'release', cross = null, target = cross && cross.target, log = console.error } = {}) {
   const napi = path.join(root, 'node_modules', '.bin', 'napi');
-  const args = ['build', '--platform', '--manifest-path', 'crates/node/Cargo.toml', '--output-dir', '.', '--no-js', '--dts', 'lib/native.d.ts'];
+  const args = ['build', '--platform', '--manifest-path', 'Cargo.toml', '--package', 'zgc-runtime-node', '--output-dir', '.', '--no-js', '--dts', 'lib/native.d.ts'];
   if (profile === 'release') args.push('--release');
   if (target) args.push('--target', target);
   const env = { ...process.env, ...(cross === null ? {} : cross.env) };

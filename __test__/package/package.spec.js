@@ -37,12 +37,13 @@ describe('npm pack, then install from the tarballs with no network', () => {
   test('the main tarball holds the JS, types, CLI and Rust sources but no binary; the platform one holds the binary', () => {
     const list = (t) => execFileSync('tar', ['tzf', t], { encoding: 'utf8' }).split('\n').filter(Boolean);
     const main = list(tarballs.main);
-    for (const f of ['lib/index.js', 'lib/index.mjs', 'lib/index.d.ts', 'lib/pto.d.ts', 'lib/pto.mjs', 'lib/serve/index.js', 'lib/serve/index.mjs', 'lib/serve/index.d.ts', 'lib/jest.d.ts', 'bin/zgc-runtime.js', 'lib/native.js', 'Cargo.toml', 'Cargo.lock', 'crates/core/src/lib.rs', 'crates/node/src/lib.rs', 'crates/node/build.rs', 'crates/host/src/main.rs']) expect(main).toContain(`package/${f}`);
+    for (const f of ['lib/index.js', 'lib/index.mjs', 'lib/pto.d.ts', 'lib/pto.mjs', 'lib/serve/index.js', 'lib/serve/index.mjs', 'lib/serve/index.d.ts', 'lib/jest.d.ts', 'bin/zgc-runtime.js', 'lib/native.js', 'Cargo.toml', 'Cargo.lock', 'crates/core/src/lib.rs', 'src/lib.rs', 'build.rs', 'index.d.ts', 'crates/host/src/main.rs']) expect(main).toContain(`package/${f}`);
     expect(main.filter((f) => f.endsWith('.node'))).toEqual([]);
     expect(main.some((f) => f.includes('__test__'))).toBe(false);
-    // Nothing at the package's root but what npm and the Rust build need: the code is in lib/.
+    // At the package's root only its specified top level: the manifests, the binding's build
+    // script, the types and the README (the JavaScript is in lib/, the Rust in src/ and crates/).
     const atRoot = main.filter((f) => f.split('/').length === 2).map((f) => f.slice('package/'.length));
-    expect(atRoot.sort()).toEqual(['Cargo.lock', 'Cargo.toml', 'README.md', 'package.json']);
+    expect(atRoot.sort()).toEqual(['Cargo.lock', 'Cargo.toml', 'README.md', 'build.rs', 'index.d.ts', 'package.json']);
     expect(list(tarballs.platform)).toEqual(expect.arrayContaining(['package/zgc-runtime.linux-x64-gnu.node', 'package/package.json']));
     const manifest = JSON.parse(execFileSync('tar', ['xzOf', tarballs.main, 'package/package.json'], { encoding: 'utf8' }));
     expect(manifest.optionalDependencies).toEqual({
@@ -54,7 +55,7 @@ describe('npm pack, then install from the tarballs with no network', () => {
       'zgc-runtime-darwin-x64': version,
       'zgc-runtime-darwin-arm64': version,
     });
-    expect(manifest.exports['.']).toEqual({ types: './lib/index.d.ts', import: './lib/index.mjs', require: './lib/index.js' });
+    expect(manifest.exports['.']).toEqual({ types: './index.d.ts', import: './lib/index.mjs', require: './lib/index.js' });
     expect(manifest.engines.node).toMatch(/>=\s*20/);
   });
 

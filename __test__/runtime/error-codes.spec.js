@@ -29,7 +29,7 @@ describe('one table of error codes', () => {
   });
 
   test("index.d.ts's ZgcErrorCode is exactly the table", () => {
-    const d = read('lib/index.d.ts');
+    const d = read('index.d.ts');
     const union = d.slice(d.indexOf('export type ZgcErrorCode ='), d.indexOf('export declare class ZgcError'));
     const members = [...union.matchAll(/\| '(ERR_ZGC_[A-Z_]+)'/g)].map((m) => m[1]);
     expect(members.sort()).toEqual([...table].sort());

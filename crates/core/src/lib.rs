@@ -1,6 +1,6 @@
 //! zgc-runtime-core: load, validate and run ZGC executable artifacts, in plain Rust.
 //!
-//! The Node.js binding (`crates/node`) and the host program of isolated instances
+//! The Node.js binding (the root crate, `src/`) and the host program of isolated instances
 //! (`crates/host`) are built on it; nothing here knows JavaScript. Every `unsafe` block is in
 //! `ffi`, and the crate denies `unsafe_code` everywhere else.
 

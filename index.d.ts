@@ -476,7 +476,7 @@ export declare function load(artifact: string | Uint8Array, options?: LoadOption
 /** A pool of instances of one artifact (one library, separate state) for services. */
 export declare function createPool(artifact: string | Uint8Array, options?: PoolOptions): Pool
 
-import * as pto from './pto'
+import * as pto from './lib/pto'
 /** The PTO task runtime host library bindings (also `zgc-runtime/pto`). */
 export { pto }
 
