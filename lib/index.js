@@ -6,5 +6,9 @@ const { createBatcher, Batcher } = require('./batcher');
 const { Sequence } = require('./sequence');
 const { ZgcError } = require('./errors');
 const pto = require('./pto');
+const { abiVersion } = require('./native');
 
-module.exports = { load, createPool, createBatcher, Runtime, Pool, Batcher, Sequence, ZgcError, ABI_VERSION: 1, pto };
+/** The artifact ABI version this runtime loads: the core's, through the addon. */
+const ABI_VERSION = abiVersion();
+
+module.exports = { load, createPool, createBatcher, Runtime, Pool, Batcher, Sequence, ZgcError, ABI_VERSION, pto };

@@ -758,6 +758,12 @@ impl NativePool {
     }
 }
 
+/// The artifact ABI version this runtime loads (`ABI_VERSION` of the package).
+#[napi]
+pub fn abi_version() -> u32 {
+    ABI_VERSION
+}
+
 /// Every `err.code` the package gives (`zgc::error::CODES`), for the JavaScript side and its
 /// tests.
 #[napi]

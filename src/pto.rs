@@ -173,3 +173,9 @@ impl Drop for NativePtoRuntime {
         });
     }
 }
+
+/// Every `err.code` of the PTO bindings (`zgc::pto::CODES`), for `lib/pto.js`'s tests.
+#[napi]
+pub fn pto_error_codes() -> Vec<String> {
+    zgc::pto::CODES.iter().map(|c| (*c).to_owned()).collect()
+}

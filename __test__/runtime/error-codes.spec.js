@@ -68,3 +68,21 @@ describe("fromNative: the addon's errors become ZgcErrors with the detail it set
     }
   });
 });
+
+describe('one table of PTO error codes (crates/core/src/pto/error.rs: CODES)', () => {
+  const table = require('../../lib/native').ptoErrorCodes();
+  const ptoCodesIn = (text) => new Set(text.match(/ERR_PTO_[A-Z_]+/g) || []);
+
+  test("pto.d.ts's PtoErrorCode is exactly the table", () => {
+    const d = read('lib/pto.d.ts');
+    const union = d.slice(d.indexOf('export type PtoErrorCode ='), d.indexOf('export declare class PtoError'));
+    const members = [...union.matchAll(/\| '(ERR_PTO_[A-Z_]+)'/g)].map((m) => m[1]);
+    expect(members.sort()).toEqual([...table].sort());
+  });
+
+  test('every PTO code lib/ and the docs name is in the table', () => {
+    const named = new Set([...ptoCodesIn(read('lib/pto.js')), ...ptoCodesIn(read('docs/pto.md')), ...ptoCodesIn(read('docs/pto-host-api.md'))]);
+    expect(named.size).toBeGreaterThan(3);
+    for (const c of named) expect(table).toContain(c);
+  });
+});

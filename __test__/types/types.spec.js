@@ -36,6 +36,22 @@ describe('package entry points', () => {
     const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: path.join(testDir, '..'), encoding: 'utf8' });
     expect(JSON.parse(out)).toEqual({ same: true, abi: 1, sum: [2, 3, 4, 5], names: ['ABI_VERSION', 'Batcher', 'Pool', 'Runtime', 'Sequence', 'ZgcError', 'createBatcher', 'createPool', 'default', 'load', 'pto'] });
   });
+
+  test('ABI_VERSION is the addon\'s (the core\'s abi.rs), not a copy', () => {
+    const rs = fs.readFileSync(path.join(testDir, '..', 'crates', 'core', 'src', 'abi.rs'), 'utf8');
+    expect(require('../..').ABI_VERSION).toBe(Number(/pub const ABI_VERSION: u32 = (\d+);/.exec(rs)[1]));
+    expect(fs.readFileSync(path.join(testDir, '..', 'lib', 'index.js'), 'utf8')).not.toMatch(/ABI_VERSION: \d/);
+  });
+
+  test('the Jest matchers import from ESM as they require from CommonJS', () => {
+    const script = `
+      import { createRequire } from 'node:module';
+      import matchers, { toMatchTensor } from 'zgc-runtime/jest';
+      const cjs = createRequire(import.meta.url)('zgc-runtime/jest');
+      console.log(JSON.stringify({ same: matchers === cjs && toMatchTensor === cjs.toMatchTensor, kind: typeof toMatchTensor }));`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: path.join(testDir, '..'), encoding: 'utf8' });
+    expect(JSON.parse(out)).toEqual({ same: true, kind: 'function' });
+  });
 });
 
 describe('the types need neither @types/node nor lib esnext.disposable', () => {

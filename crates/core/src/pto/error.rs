@@ -26,6 +26,21 @@ pub enum PtoError {
     Stopped { path: String },
 }
 
+/// Every `err.code` of the PTO bindings, once. The binding hands it to JavaScript
+/// (`ptoErrorCodes()`), and the tests check `lib/pto.d.ts`'s `PtoErrorCode` and every code
+/// `lib/pto.js` raises against it.
+pub const CODES: &[&str] = &[
+    "ERR_PTO_LOAD",
+    "ERR_PTO_STATE",
+    "ERR_PTO_LIVE_RUNTIME",
+    "ERR_PTO_DEVICE",
+    "ERR_PTO_INVALID_ARGUMENT",
+    "ERR_PTO_FAILED",
+    "ERR_PTO_VALIDATION",
+    "ERR_PTO_OUT_OF_MEMORY",
+    "ERR_PTO_STOPPED",
+];
+
 fn describe_rc(rc: i32) -> &'static str {
     match rc {
         -1 => " (the library's own failure code)",
@@ -84,6 +99,25 @@ pub fn check(operation: &'static str, rc: i32) -> Result<(), PtoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_is_exactly_the_codes_the_errors_have() {
+        let one_of_each = [
+            PtoError::Load { path: String::new(), reason: String::new() },
+            PtoError::MissingSymbol { path: String::new(), symbol: "set_device" },
+            PtoError::State { operation: "launch", detail: String::new() },
+            PtoError::LiveRuntime { operation: "initialize", live: 1 },
+            PtoError::Device { operation: "set_device", set: 0, asked: 1 },
+            PtoError::InvalidArgument { operation: "launch", detail: String::new() },
+            PtoError::Failed { operation: "InitRuntime", rc: -1 },
+            PtoError::Validation { rc: 1 },
+            PtoError::OutOfMemory { operation: "initialize", bytes: 1 },
+            PtoError::Stopped { path: String::new() },
+        ];
+        let mut given: Vec<&str> = one_of_each.iter().map(PtoError::code).collect();
+        given.dedup();
+        assert_eq!(given, CODES);
+    }
 
     #[test]
     fn a_failure_names_its_call_its_rc_and_what_kind_of_code_it_is() {

@@ -16,7 +16,7 @@ mod params;
 pub mod registry;
 pub mod thread;
 
-pub use error::PtoError;
+pub use error::{PtoError, CODES};
 pub use host::{Host, HostApi, RuntimeState};
 pub use params::LaunchParams;
 pub use thread::HostThread;
