@@ -12,9 +12,11 @@ const HAS_F16 = typeof Float16Array === 'function';
 const data = (t) => Array.from(t.data);
 
 // Jest gives each test file a realm of its own; the test only means something where it does.
-test('this file runs in a realm other than the main one (as every Jest test does) (issue 25)', () => {
-  const mainFloat32Array = vm.runInThisContext('Float32Array');
-  expect(mainFloat32Array === Float32Array).toBe(false);
+describe('Jest runs this file in a realm of its own (issue 25)', () => {
+  test('this file runs in a realm other than the main one (as every Jest test does)', () => {
+    const mainFloat32Array = vm.runInThisContext('Float32Array');
+    expect(mainFloat32Array === Float32Array).toBe(false);
+  });
 });
 
 describe("every TypedArray handed out is an instance of this realm's constructor (issue 25)", () => {

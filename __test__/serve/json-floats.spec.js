@@ -53,71 +53,73 @@ print(json.dumps(out))
   }
 });
 
-test('the response holds the tokens, -0 and the shortest decimals (issue 27)', async () => {
-  // Written by hand: JSON.stringify would write -0 as 0.
-  const text = '{"inputs":[{"name":"a","datatype":"FP32","shape":[4],"data":[NaN,-Infinity,0.1,-0]},{"name":"b","datatype":"FP32","shape":[4],"data":[-0,-0,-0,-0]}]}';
-  const res = await post('add', text);
-  expect(res.status).toBe(200);
-  const answer = await res.text();
-  expect(answer).toContain('"data":[NaN,-Infinity,0.1,-0.0]');
-});
-
-test('a 1M-element FP32 output is right, written shorter than doubles would be, and a tiny request is answered meanwhile (issue 27)', async () => {
-  const n = 1 << 20;
-  // Multiples of 1/8 and 0.1-steps: exact and inexact f32 values.
-  const a = Array.from({ length: n }, (_, k) => (k % 1000) / 8);
-  const b = Array.from({ length: n }, (_, k) => (k % 7) / 10);
-  const big = post('add1m', { inputs: [{ name: 'a', datatype: 'FP32', shape: [n], data: a }, { name: 'b', datatype: 'FP32', shape: [n], data: b }] });
-  const tiny = post('add', { inputs: [{ name: 'a', datatype: 'FP32', shape: [4], data: [1, 2, 3, 4] }, { name: 'b', datatype: 'FP32', shape: [4], data: [1, 1, 1, 1] }] });
-  const [bigRes, tinyRes] = await Promise.all([big, tiny]);
-  expect((await tinyRes.json()).outputs[0].data).toEqual([2, 3, 4, 5]);
-  const text = await bigRes.text();
-  const data = JSON.parse(text).outputs[0].data;
-  expect(data.length).toBe(n);
-  const expected = Float32Array.from(a, (v, k) => Math.fround(Math.fround(v) + Math.fround(b[k])));
-  let wrong = 0;
-  for (let k = 0; k < n; k++) if (Math.fround(data[k]) !== expected[k]) wrong++;
-  expect(wrong).toBe(0);
-  // Each value as the double JavaScript would write for it, for comparison.
-  const doubles = JSON.stringify(Array.from(expected)).length;
-  const written = text.length - text.indexOf('"data":') - 7;
-  expect(written).toBeLessThan(doubles * 0.6);
-});
-
-test('FP16 data over JSON: each value as its shortest f16 decimal (issue 27)', async () => {
-  const res = await post('half', { inputs: [{ name: 'x', datatype: 'FP16', shape: [8], data: [0.1, 0.2, 0.3, 1 / 3, 1000.1, 65504, 6e-8, 0] }] });
-  expect(await res.text()).toContain('"data":[0.1,0.2,0.3,0.3333,1000,65500,6e-8,0]');
-});
-
-test('large JSON requests are parsed on a parser thread, with the same refusals and the same tokens (issue 27)', async () => {
-  const n = 1 << 20;
-  const data = Array.from({ length: n }, (_, k) => k % 100);
-  const body = (a) => `{"inputs":[{"name":"a","datatype":"FP32","shape":[${n}],"data":[${a}]},{"name":"b","datatype":"FP32","shape":[${n}],"data":[${data.join(',')}]}]}`;
-  // Well over the 1 MB from which a header is parsed off the event loop.
-  const bad = data.slice();
-  bad[700000] = '"x"';
-  let res = await post('add1m', body(bad.join(',')));
-  expect(res.status).toBe(400);
-  expect((await res.json()).error).toBe('input "a": element 700000 is "x"; FP32 takes numbers');
-  res = await post('add1m', body(['NaN', '-Infinity', ...data.slice(2)].join(',')));
-  expect(res.status).toBe(200);
-  const text = await res.text();
-  expect(text).toContain('"data":[NaN,-Infinity,4,6,8,10,12,');
-  // The parser threads that did it (up to two on this machine), started on first use.
-  expect(server.server.zgc.parserThreads).toBeGreaterThan(0);
-  res = await post('add1m', `{"id":NaN,"inputs":[${' '.repeat(n)}]}`);
-  expect([res.status, (await res.json()).error]).toEqual([400, 'NaN at id: NaN, Infinity and -Infinity are taken only as FP32 and FP16 tensor "data"']);
-});
-
-test('concurrent large JSON requests on the parser threads each get their own answer (issue 27)', async () => {
-  const n = 1 << 20;
-  const sends = [1, 2, 3, 4, 5].map(async (seed) => {
-    const a = Array.from({ length: n }, (_, k) => (k * seed) % 1000);
-    const res = await post('add1m', `{"id":"r${seed}","inputs":[{"name":"a","datatype":"FP32","shape":[${n}],"data":[${a.join(',')}]},{"name":"b","datatype":"FP32","shape":[${n}],"data":[${new Array(n).fill(seed).join(',')}]}]}`);
-    const body = JSON.parse(await res.text());
-    let wrong = 0;
-    for (let k = 0; k < n; k += 997) if (body.outputs[0].data[k] !== a[k] + seed) wrong++;
-    return [body.id, wrong];
+describe('exact floats over JSON (issue 27)', () => {
+  test('the response holds the tokens, -0 and the shortest decimals', async () => {
+    // Written by hand: JSON.stringify would write -0 as 0.
+    const text = '{"inputs":[{"name":"a","datatype":"FP32","shape":[4],"data":[NaN,-Infinity,0.1,-0]},{"name":"b","datatype":"FP32","shape":[4],"data":[-0,-0,-0,-0]}]}';
+    const res = await post('add', text);
+    expect(res.status).toBe(200);
+    const answer = await res.text();
+    expect(answer).toContain('"data":[NaN,-Infinity,0.1,-0.0]');
   });
-  expect(await Promise.all(sends)).toEqual([1, 2, 3, 4, 5].map((seed) => [`r${seed}`, 0]));
+
+  test('a 1M-element FP32 output is right, written shorter than doubles would be, and a tiny request is answered meanwhile', async () => {
+    const n = 1 << 20;
+    // Multiples of 1/8 and 0.1-steps: exact and inexact f32 values.
+    const a = Array.from({ length: n }, (_, k) => (k % 1000) / 8);
+    const b = Array.from({ length: n }, (_, k) => (k % 7) / 10);
+    const big = post('add1m', { inputs: [{ name: 'a', datatype: 'FP32', shape: [n], data: a }, { name: 'b', datatype: 'FP32', shape: [n], data: b }] });
+    const tiny = post('add', { inputs: [{ name: 'a', datatype: 'FP32', shape: [4], data: [1, 2, 3, 4] }, { name: 'b', datatype: 'FP32', shape: [4], data: [1, 1, 1, 1] }] });
+    const [bigRes, tinyRes] = await Promise.all([big, tiny]);
+    expect((await tinyRes.json()).outputs[0].data).toEqual([2, 3, 4, 5]);
+    const text = await bigRes.text();
+    const data = JSON.parse(text).outputs[0].data;
+    expect(data.length).toBe(n);
+    const expected = Float32Array.from(a, (v, k) => Math.fround(Math.fround(v) + Math.fround(b[k])));
+    let wrong = 0;
+    for (let k = 0; k < n; k++) if (Math.fround(data[k]) !== expected[k]) wrong++;
+    expect(wrong).toBe(0);
+    // Each value as the double JavaScript would write for it, for comparison.
+    const doubles = JSON.stringify(Array.from(expected)).length;
+    const written = text.length - text.indexOf('"data":') - 7;
+    expect(written).toBeLessThan(doubles * 0.6);
+  });
+
+  test('FP16 data over JSON: each value as its shortest f16 decimal', async () => {
+    const res = await post('half', { inputs: [{ name: 'x', datatype: 'FP16', shape: [8], data: [0.1, 0.2, 0.3, 1 / 3, 1000.1, 65504, 6e-8, 0] }] });
+    expect(await res.text()).toContain('"data":[0.1,0.2,0.3,0.3333,1000,65500,6e-8,0]');
+  });
+
+  test('large JSON requests are parsed on a parser thread, with the same refusals and the same tokens', async () => {
+    const n = 1 << 20;
+    const data = Array.from({ length: n }, (_, k) => k % 100);
+    const body = (a) => `{"inputs":[{"name":"a","datatype":"FP32","shape":[${n}],"data":[${a}]},{"name":"b","datatype":"FP32","shape":[${n}],"data":[${data.join(',')}]}]}`;
+    // Well over the 1 MB from which a header is parsed off the event loop.
+    const bad = data.slice();
+    bad[700000] = '"x"';
+    let res = await post('add1m', body(bad.join(',')));
+    expect(res.status).toBe(400);
+    expect((await res.json()).error).toBe('input "a": element 700000 is "x"; FP32 takes numbers');
+    res = await post('add1m', body(['NaN', '-Infinity', ...data.slice(2)].join(',')));
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text).toContain('"data":[NaN,-Infinity,4,6,8,10,12,');
+    // The parser threads that did it (up to two on this machine), started on first use.
+    expect(server.server.zgc.parserThreads).toBeGreaterThan(0);
+    res = await post('add1m', `{"id":NaN,"inputs":[${' '.repeat(n)}]}`);
+    expect([res.status, (await res.json()).error]).toEqual([400, 'NaN at id: NaN, Infinity and -Infinity are taken only as FP32 and FP16 tensor "data"']);
+  });
+
+  test('concurrent large JSON requests on the parser threads each get their own answer', async () => {
+    const n = 1 << 20;
+    const sends = [1, 2, 3, 4, 5].map(async (seed) => {
+      const a = Array.from({ length: n }, (_, k) => (k * seed) % 1000);
+      const res = await post('add1m', `{"id":"r${seed}","inputs":[{"name":"a","datatype":"FP32","shape":[${n}],"data":[${a.join(',')}]},{"name":"b","datatype":"FP32","shape":[${n}],"data":[${new Array(n).fill(seed).join(',')}]}]}`);
+      const body = JSON.parse(await res.text());
+      let wrong = 0;
+      for (let k = 0; k < n; k += 997) if (body.outputs[0].data[k] !== a[k] + seed) wrong++;
+      return [body.id, wrong];
+    });
+    expect(await Promise.all(sends)).toEqual([1, 2, 3, 4, 5].map((seed) => [`r${seed}`, 0]));
+  });
 });
