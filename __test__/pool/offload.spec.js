@@ -139,18 +139,33 @@ describe('the auto policy (issue 12)', () => {
 });
 
 describe('races with a batch in flight (issue 12)', () => {
+  // slow-gated: run k waits until gate[0] >= k and says it began in started[0], so which runs
+  // have run, which one is held and which wait in the queue is set by the test, not by the
+  // machine's speed.
+  const gated = () => {
+    const rt = load(fixture('slow-gated'), { offload: 'always' });
+    rt.set('sleep_ms', 0);
+    const gate = rt.storage('gate');
+    const started = rt.storage('started');
+    const held = async (k) => {
+      while (started[0] < k) await new Promise((r) => setImmediate(r));
+    };
+    return { rt, gate, held };
+  };
   test('abort of queued runs while a batch drains: the aborted never run, the others all do, in order', async () => {
-    const rt = load(fixture('slow'), { offload: 'always' });
-    rt.set('sleep_ms', 1);
+    const { rt, gate, held } = gated();
+    gate[0] = 5; // runs 1 to 5 go through; the 6th is held
     const controllers = Array.from({ length: 40 }, () => new AbortController());
     const runs = controllers.map((c, i) => rt.runAsync({ x: [i, 0, 0, 0] }, { signal: c.signal }).then((o) => ({ i, o }), (e) => ({ i, e })));
-    await sleep(5); // some have run, some are queued
+    await held(6); // five have run, the sixth (index 5) runs, held; the rest wait in the queue
     controllers.forEach((c, i) => i % 2 && c.abort());
+    gate[0] = Infinity;
     const results = await Promise.all(runs);
     const ran = results.filter((r) => r.o);
     const aborted = results.filter((r) => r.e);
-    expect(aborted.length).toBeGreaterThan(0);
-    expect(aborted.every(({ i, e }) => e.name === 'AbortError' && i % 2 === 1)).toBe(true);
+    // Exactly the odd ones still queued; index 5 had started, and a started run finishes.
+    expect(aborted.map(({ i }) => i)).toEqual(Array.from({ length: 17 }, (_, k) => 7 + 2 * k));
+    expect(aborted.every(({ e }) => e.name === 'AbortError')).toBe(true);
     expect(ran.length + aborted.length).toBe(40);
     ran.forEach(({ i, o: [y] }) => expect(y.data[0]).toBe(2 * i));
     // Run counts of the runs that ran are 1, 2, 3, ... in call order: no aborted run ran.
@@ -159,14 +174,15 @@ describe('races with a batch in flight (issue 12)', () => {
   });
 
   test('close() while a batch drains: started runs finish, queued ones reject ERR_ZGC_CLOSED, nothing after', async () => {
-    const rt = load(fixture('slow'), { offload: 'always' });
-    rt.set('sleep_ms', 2);
+    const { rt, gate, held } = gated();
+    gate[0] = 3;
     const runs = Array.from({ length: 100 }, (_, i) => rt.runAsync({ x: [i, 0, 0, 0] }).then((o) => o, (e) => e));
-    await sleep(15);
+    await held(4); // three have run, the fourth runs, held
     rt.close();
+    gate[0] = Infinity;
     const results = await Promise.all(runs);
     const done = results.findIndex((r) => !Array.isArray(r));
-    expect(done).toBeGreaterThan(0); // some ran
+    expect(done).toBe(4);
     // Every run before the first rejection ran and was right; every one after was rejected.
     results.slice(0, done).forEach(([y], i) => expect(y.data[0]).toBe(2 * i));
     results.slice(done).forEach((e) => expect(e).toMatchObject({ code: 'ERR_ZGC_CLOSED' }));
