@@ -69,7 +69,7 @@ function bodyServer(budget, options) {
         res.end('ok');
       },
       (err) => {
-        seen.push({ status: err.status, message: err.message, headers: err.headers, claims, overBudget: err.overBudget === true });
+        seen.push({ status: err.status, message: err.message, headers: err.headers, claims, reason: err.reason });
         budget.release(claim.bytes);
         res.writeHead(err.status || 499, err.headers).end(err.message);
       },
@@ -160,7 +160,7 @@ describe('readBody over node:http', () => {
     expect(await send(srv.port, 'POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 4096\r\n\r\n', [bytes(4096)])).toBe(200);
     expect(srv.seen[1]).toMatchObject({ length: 4096 });
     expect(await send(srv.port, 'POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 4097\r\n\r\n', [])).toBe(413);
-    expect(srv.seen[2]).toEqual({ status: 413, message: "the request body of 4097 bytes is over the server's limit of 4096 bytes", headers: { connection: 'close' }, claims: [], overBudget: false });
+    expect(srv.seen[2]).toEqual({ status: 413, message: "the request body of 4097 bytes is over the server's limit of 4096 bytes", headers: { connection: 'close' }, claims: [], reason: 'too_large' });
   });
 
   test('a chunked body past the limit is refused when it passes it, and not read on', async () => {
@@ -174,7 +174,7 @@ describe('readBody over node:http', () => {
   test('a declared length that cannot fit in what is left is a 503 before a byte is read; one that can is read', async () => {
     budget.claim(15 * MB);
     expect(await send(srv.port, `POST / HTTP/1.1\r\nhost: x\r\ncontent-length: ${MB + 1}\r\n\r\n`, [])).toBe(503);
-    expect(srv.seen[0]).toMatchObject({ status: 503, overBudget: true, claims: [], headers: { 'retry-after': '1', connection: 'close' } });
+    expect(srv.seen[0]).toMatchObject({ status: 503, reason: 'over_budget', claims: [], headers: { 'retry-after': '1', connection: 'close' } });
     expect(srv.seen[0].message).toBe(`the server holds ${15 * MB} bytes of requests, near its in-flight limit of ${16 * MB} bytes: try again shortly`);
     expect(await send(srv.port, `POST / HTTP/1.1\r\nhost: x\r\ncontent-length: ${MB}\r\n\r\n`, pieces(bytes(MB), 64 * 1024))).toBe(200);
     expect(srv.seen[1]).toMatchObject({ length: MB, held: 16 * MB });
@@ -188,7 +188,7 @@ describe('readBody over node:http', () => {
     await new Promise((r) => setTimeout(r, 20));
     budget.claim(512 * 1024);
     expect(await pending).toBe(503);
-    expect(srv.seen[0]).toMatchObject({ status: 503, overBudget: true });
+    expect(srv.seen[0]).toMatchObject({ status: 503, reason: 'over_budget' });
     expect(budget.refused).toBeGreaterThan(0);
   });
 

@@ -2,38 +2,43 @@
 
 // lib/serve/outcomes.js: one answer per failure, for REST and gRPC alike.
 const { outcomeOf } = require('../../lib/serve/outcomes');
-const { RequestError } = require('../../lib/serve/protocol');
+const { RequestError } = require('../../lib/serve/reasons');
 const { ZgcError } = require('../../lib/errors');
 
 const v = { version: '3', config: { maxQueue: 7, timeoutMs: 250 } };
 const pick = ({ outcome, http, grpc, message, code, headers }) => ({ outcome, http, grpc, message, code, headers });
 const reasonOf = (err, v2) => outcomeOf(err, 'm', v2).reason;
 
-describe('request errors: by the reason their maker gave, else by their HTTP status', () => {
+describe('request errors: by the reason they are made with, from one table', () => {
   test.each([
-    [400, 'bad_request', 'INVALID_ARGUMENT'],
-    [403, 'bad_request', 'PERMISSION_DENIED'],
-    [404, 'not_found', 'NOT_FOUND'],
-    [413, 'too_large', 'RESOURCE_EXHAUSTED'],
-    [500, 'bad_request', 'INTERNAL'],
-    [503, 'not_ready', 'UNAVAILABLE'],
-    [504, 'timeout', 'DEADLINE_EXCEEDED'],
-    [0, 'canceled', 'CANCELLED'],
-  ])('HTTP %d: outcome %s, gRPC %s', (status, outcome, grpc) => {
+    ['bad_request', 400, 'bad_request', 'INVALID_ARGUMENT'],
+    ['forbidden', 403, 'bad_request', 'PERMISSION_DENIED'],
+    ['not_found', 404, 'not_found', 'NOT_FOUND'],
+    ['too_large', 413, 'too_large', 'RESOURCE_EXHAUSTED'],
+    ['parser_failed', 500, 'bad_request', 'INTERNAL'],
+    ['not_ready', 400, 'not_ready', 'UNAVAILABLE'],
+    ['shutting_down', 503, 'not_ready', 'UNAVAILABLE'],
+    ['timeout', 504, 'timeout', 'DEADLINE_EXCEEDED'],
+    ['canceled', 0, 'canceled', 'CANCELLED'],
+  ])('%s: HTTP %d, outcome %s, gRPC %s', (reason, http, outcome, grpc) => {
     const headers = { connection: 'close' };
-    expect(pick(outcomeOf(new RequestError(status, 'why', headers), 'm'))).toEqual({ outcome, http: status, grpc, message: 'why', code: undefined, headers });
+    const err = new RequestError(reason, 'why', headers);
+    expect(err.status).toBe(http);
+    expect(pick(outcomeOf(err, 'm'))).toEqual({ outcome, http, grpc, message: 'why', code: undefined, headers });
   });
 
-  test('a model not ready says so by its reason, not by its words', () => {
-    const notReady = new RequestError(400, 'model "m" is not ready (loading: x)', undefined, 'not_ready');
-    expect(pick(outcomeOf(notReady, 'm'))).toMatchObject({ outcome: 'not_ready', http: 400, grpc: 'UNAVAILABLE' });
-    // The same words without the reason are a plain bad request.
-    expect(pick(outcomeOf(new RequestError(400, 'model "m" is not ready'), 'm'))).toMatchObject({ outcome: 'bad_request', grpc: 'INVALID_ARGUMENT' });
+  test("a reason's own headers come with it, and the maker's add to them", () => {
+    expect(pick(outcomeOf(new RequestError('over_budget', 'full'), 'm'))).toEqual({ outcome: 'over_budget', http: 503, grpc: 'UNAVAILABLE', message: 'full', code: undefined, headers: { 'retry-after': '1', connection: 'close' } });
+    expect(new RequestError('queue_full', 'x', { connection: 'close' }).headers).toEqual({ 'retry-after': '1', connection: 'close' });
   });
 
-  test('over the in-flight budget: 503 and UNAVAILABLE', () => {
-    const err = Object.assign(new RequestError(503, 'full', { 'retry-after': '1' }), { overBudget: true });
-    expect(pick(outcomeOf(err, 'm'))).toEqual({ outcome: 'over_budget', http: 503, grpc: 'UNAVAILABLE', message: 'full', code: undefined, headers: { 'retry-after': '1' } });
+  test('a full sequence table is its own outcome: 503 with retry-after, RESOURCE_EXHAUSTED', () => {
+    expect(pick(outcomeOf(new RequestError('sequences_full', 'all taken'), 'm'))).toEqual({ outcome: 'sequences_full', http: 503, grpc: 'RESOURCE_EXHAUSTED', message: 'all taken', code: undefined, headers: { 'retry-after': '1' } });
+  });
+
+  test('a request error with no known reason cannot be made', () => {
+    expect(() => new RequestError(400, 'x')).toThrow(TypeError);
+    expect(() => new RequestError('teapot', 'x')).toThrow('no such request error reason: teapot');
   });
 });
 
@@ -91,11 +96,9 @@ describe('anything else', () => {
 });
 
 test('each answer names its reason', () => {
-  expect(reasonOf(new RequestError(400, 'x'))).toBe('bad_request');
-  expect(reasonOf(new RequestError(400, 'x', undefined, 'not_ready'))).toBe('not_ready');
-  expect(reasonOf(Object.assign(new RequestError(503, 'x'), { overBudget: true }))).toBe('over_budget');
-  expect(reasonOf(new RequestError(418, 'x'))).toBe('bad_request');
-  expect(outcomeOf(new RequestError(418, 'x'), 'm')).toMatchObject({ outcome: 'bad_request', http: 418, grpc: 'INVALID_ARGUMENT' });
+  expect(reasonOf(new RequestError('bad_request', 'x'))).toBe('bad_request');
+  expect(reasonOf(new RequestError('not_ready', 'x'))).toBe('not_ready');
+  expect(reasonOf(new RequestError('over_budget', 'x'))).toBe('over_budget');
   expect(reasonOf(new ZgcError('ERR_ZGC_SIZE', 'x'), v)).toBe('bad_input');
   expect(reasonOf(new ZgcError('ERR_ZGC_CLOSED', 'x'), v)).toBe('unloading');
   expect(reasonOf(new ZgcError('ERR_ZGC_TIMEOUT', 'x'), v)).toBe('timeout');

@@ -62,7 +62,9 @@ function alone(steps) {
 /** POST an infer of x with `parameters` to `model`: { status, body }. */
 async function infer(url, model, x, parameters) {
   const r = await fetch(`${url}/v2/models/${model}/infer`, { method: 'POST', body: JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP32', shape: [4], data: x }], parameters }) });
-  return { status: r.status, body: await r.json() };
+  const result = { status: r.status, body: await r.json() };
+  // Not enumerable: the specs compare { status, body } whole.
+  return Object.defineProperty(result, 'headers', { value: r.headers });
 }
 
 (hasClients ? describe : describe.skip)('client sequences on STATE sources (issue 39)', () => {
@@ -191,11 +193,19 @@ async function infer(url, model, x, parameters) {
     await post('owned', { sequence_id: 91, sequence_end: true });
   });
 
-  test('maxSequences: one more start is a 503 naming it', async () => {
+  test('maxSequences: one more start is a 503 naming it, with retry-after, counted as sequences_full (not as a server shutting down)', async () => {
+    const counted = async () => {
+      const text = await (await fetch(`${live.server.url}/metrics`)).text();
+      const m = /zgc_inference_requests_total\{model="brief",[^}]*outcome="sequences_full"[^}]*\} (\d+)/.exec(text);
+      return m ? Number(m[1]) : 0;
+    };
+    const before = await counted();
     for (const id of [71, 72]) expect((await infer(live.server.url, 'brief', [0, 0, 0, 0], { sequence_id: id, sequence_start: true })).status).toBe(200);
     const over = await infer(live.server.url, 'brief', [0, 0, 0, 0], { sequence_id: 73, sequence_start: true });
     expect(over.status).toBe(503);
+    expect(over.headers.get('retry-after')).toBe('1');
     expect(over.body.error).toMatch(/model "brief" has 2 active sequences, its maxSequences/);
+    expect(await counted()).toBe(before + 1);
     for (const id of [71, 72]) await infer(live.server.url, 'brief', [0, 0, 0, 0], { sequence_id: id, sequence_end: true });
   });
 

@@ -104,7 +104,7 @@ const refusal = (fn) => {
     const budget = createBudget(1 << 19);
     const claim = { bytes: 0 };
     const request = { inputs: {}, shmInputs: [{ name: 'x', datatype: 'INT8', count: 1 << 20, region: 'r', offset: 0, byteSize: 1 << 20 }] };
-    await expect(regions.stage(request, budget, claim)).rejects.toMatchObject({ status: 503, overBudget: true });
+    await expect(regions.stage(request, budget, claim)).rejects.toMatchObject({ status: 503, reason: 'over_budget' });
     expect(claim.bytes).toBe(0);
     // Nothing holds the region: it unregisters.
     regions.unregister('r');

@@ -51,7 +51,7 @@ function createBudget(limit) {
 
 /** The refusal past the budget: a 503 (gRPC: UNAVAILABLE) that clients retry. */
 const overBudget = (budget) =>
-  Object.assign(new RequestError(503, `the server holds ${budget.held} bytes of requests, near its in-flight limit of ${budget.limit} bytes: try again shortly`, { 'retry-after': '1', connection: 'close' }), { overBudget: true });
+  new RequestError('over_budget', `the server holds ${budget.held} bytes of requests, near its in-flight limit of ${budget.limit} bytes: try again shortly`);
 
 /** `length` bytes whose byte `headerLength` (where binary data starts) is 8-byte aligned. */
 function alignedBody(length, headerLength) {
@@ -90,7 +90,7 @@ function collectBody(req, { maxBody, budget, claim, headerLength }, done) {
   const declared = req.headers['content-length'];
   // Stryker disable next-line ConditionalExpression: Number(undefined) is NaN, which every test below treats as -1
   const length = declared === undefined ? -1 : Number(declared);
-  if (length > maxBody) return reject(new RequestError(413, `the request body of ${length} bytes is over the server's limit of ${maxBody} bytes`, { connection: 'close' }));
+  if (length > maxBody) return reject(new RequestError('too_large', `the request body of ${length} bytes is over the server's limit of ${maxBody} bytes`, { connection: 'close' }));
   // Checked before a byte is read: a body that cannot fit now is never read.
   // Stryker disable next-line ConditionalExpression,EqualityOperator: an empty body always fits, and no data comes for it
   if (length > 0 && !budget.fits(length)) return reject(overBudget(budget));
@@ -111,8 +111,8 @@ function collectBody(req, { maxBody, budget, claim, headerLength }, done) {
     if (end > limit) {
       // Stryker disable next-line ConditionalExpression,EqualityOperator: node:http never hands over more than a Content-Length; this 400 is a guard
       return refuse(length >= 0
-        ? new RequestError(400, `the request body is longer than its Content-Length of ${length}`, { connection: 'close' })
-        : new RequestError(413, `the request body is over the server's limit of ${maxBody} bytes`, { connection: 'close' }));
+        ? new RequestError('bad_request', `the request body is longer than its Content-Length of ${length}`, { connection: 'close' })
+        : new RequestError('too_large', `the request body is over the server's limit of ${maxBody} bytes`, { connection: 'close' }));
     }
     // The memory held is what counts: each growth of the buffer is claimed before it is made,
     // and past the budget (others' bodies filled it meanwhile) the body is refused midway.
@@ -152,7 +152,7 @@ function collectBody(req, { maxBody, budget, claim, headerLength }, done) {
     if (!req.complete) {
       // Stryker disable next-line StringLiteral: no data comes after the close
       req.off('data', onData);
-      reject(new RequestError(0, 'the client went away'));
+      reject(new RequestError('canceled', 'the client went away'));
     }
   });
 }

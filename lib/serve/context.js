@@ -53,11 +53,11 @@ function resolveVersion(ctx, name, versionText) {
   const { repository } = ctx;
   const model = repository.models.get(name);
   // Not looked for on disk: a client naming models at will must not make the server read directories.
-  if (model === undefined) throw new RequestError(404, `unknown model ${describeName(name)}`);
-  if (model.versions.size === 0) throw new RequestError(400, `model "${name}" is not ready (${model.state}: ${model.reason})`, undefined, 'not_ready');
+  if (model === undefined) throw new RequestError('not_found', `unknown model ${describeName(name)}`);
+  if (model.versions.size === 0) throw new RequestError('not_ready', `model "${name}" is not ready (${model.state}: ${model.reason})`);
   if (versionText === undefined) return model.latest;
   const v = model.versions.get(versionText);
-  if (v === undefined) throw new RequestError(404, `model "${name}" has no version "${versionText}" being served (versions: ${[...model.versions.keys()].join(', ')})`);
+  if (v === undefined) throw new RequestError('not_found', `model "${name}" has no version "${versionText}" being served (versions: ${[...model.versions.keys()].join(', ')})`);
   return v;
 }
 
@@ -107,7 +107,7 @@ function notServing(ctx) {
 function controlOff(ctx) {
   const { config } = ctx;
   if (config.modelControl === 'explicit') return null;
-  return new RequestError(403, `loading and unloading models is off: the server runs with model control "${config.modelControl}" (start it with --model-control explicit to allow it)`);
+  return new RequestError('forbidden', `loading and unloading models is off: the server runs with model control "${config.modelControl}" (start it with --model-control explicit to allow it)`);
 }
 
 function settle(ctx) {

@@ -67,7 +67,7 @@ function modelInfer(ctx, call, callback) {
   // Set once the parsed request is admitted (schedule.js), inline or after a parser thread.
   let priority = null;
   try {
-    if (state.closed) throw new RequestError(503, 'the server is shut down');
+    if (state.closed) throw new RequestError('shutting_down', 'the server is shut down');
     // The message is in memory already: it counts against the budget while it is answered.
     if (!budget.claim(buf.length)) throw overBudget(budget);
     claim.bytes = buf.length;
@@ -171,7 +171,7 @@ async function offloaded(call, v, name, request, priority, trace) {
   const limited = limit.ms > 0
     ? Promise.race([run, new Promise((_, reject) => {
         timer = setTimeout(() => {
-          const err = new RequestError(504, limit.message);
+          const err = new RequestError('timeout', limit.message);
           controller.abort(err);
           reject(err);
         }, limit.ms);

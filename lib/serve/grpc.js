@@ -59,7 +59,7 @@ function implementation(ctx, extensions, version) {
         const off = controlOff(ctx);
         if (off !== null) throw off;
         if (!repository.models.has(name)) repository.scan();
-        if (!repository.models.has(name)) throw new RequestError(404, `unknown model "${name}"`);
+        if (!repository.models.has(name)) throw new RequestError('not_found', `unknown model "${name}"`);
         const done = action === 'load' ? repository.load(name) : repository.unload(name);
         log(`model "${name}" ${action === 'load' ? 'loaded' : 'unloaded'} by request (gRPC)`);
         Promise.resolve(done).then(

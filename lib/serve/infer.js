@@ -25,11 +25,11 @@ function infer(ctx, req, res, name, versionText, started) {
   try {
     head.v = resolveVersion(ctx, name, versionText);
     const encoding = req.headers['content-encoding'];
-    if (encoding !== undefined && encoding !== 'identity') throw new RequestError(400, `Content-Encoding ${encoding} is not supported: send the request uncompressed`);
+    if (encoding !== undefined && encoding !== 'identity') throw new RequestError('bad_request', `Content-Encoding ${encoding} is not supported: send the request uncompressed`);
     const lengthHeader = req.headers['inference-header-content-length'];
     if (lengthHeader !== undefined) {
       head.headerLength = /^[0-9]{1,15}$/.test(lengthHeader) ? Number(lengthHeader) : NaN;
-      if (Number.isNaN(head.headerLength)) throw new RequestError(400, `Inference-Header-Content-Length must be decimal digits (a byte count), got ${JSON.stringify(bounded(lengthHeader).slice(0, 40))}`);
+      if (Number.isNaN(head.headerLength)) throw new RequestError('bad_request', `Inference-Header-Content-Length must be decimal digits (a byte count), got ${JSON.stringify(bounded(lengthHeader).slice(0, 40))}`);
     }
   } catch (err) {
     // Refused before a byte of the body is read.
@@ -73,14 +73,14 @@ async function answerInfer(head, bodyError, body) {
       if (!answered) {
         outcome = 'canceled';
         answered = true;
-        controller.abort(new RequestError(0, 'the client went away'));
+        controller.abort(new RequestError('canceled', 'the client went away'));
       }
     };
     res.once('close', onClose);
     if (limit.ms > 0) {
       timer = setTimeout(() => {
         outcome = 'timeout';
-        const err = new RequestError(504, limit.message);
+        const err = new RequestError('timeout', limit.message);
         controller.abort(err);
         answer(504, err.message);
       }, limit.ms);
@@ -97,7 +97,7 @@ async function answerInfer(head, bodyError, body) {
   };
   try {
     if (bodyError !== null) throw bodyError;
-    if (headerLength !== undefined && headerLength > body.length) throw new RequestError(400, `Inference-Header-Content-Length is ${headerLength}, the body has only ${body.length} bytes`);
+    if (headerLength !== undefined && headerLength > body.length) throw new RequestError('bad_request', `Inference-Header-Content-Length is ${headerLength}, the body has only ${body.length} bytes`);
     // Looked up again: a reload may have switched versions while the body arrived.
     v = resolveVersion(ctx, name, versionText);
     const jsonLength = headerLength === undefined ? body.length : headerLength;

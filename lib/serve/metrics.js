@@ -7,7 +7,7 @@
 const client = require('prom-client');
 const { mergeHistograms } = require('../stats');
 
-const OUTCOMES = ['success', 'bad_request', 'not_found', 'not_ready', 'too_large', 'queue_full', 'over_budget', 'timeout', 'model_error', 'instance_crashed', 'canceled'];
+const OUTCOMES = ['success', 'bad_request', 'not_found', 'not_ready', 'too_large', 'queue_full', 'sequences_full', 'over_budget', 'timeout', 'model_error', 'instance_crashed', 'canceled'];
 
 const DURATION_BOUNDS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 

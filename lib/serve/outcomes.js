@@ -1,39 +1,11 @@
 'use strict';
 
-// One map from a failure to what the server says about it, over REST and gRPC alike: the
-// metrics outcome, the HTTP status, the gRPC status and the message. A request error names its
-// reason where it is made (`RequestError.reason`); a run's error is told by its stable code.
-// Nothing is read from a message.
+// From a failure to what the server says about it, over REST and gRPC alike: its reason, and
+// from the reason (reasons.js) the metrics outcome, the HTTP status, the gRPC status and
+// headers. A request error has its reason from where it is made; a run's error is told by its
+// stable code. Nothing is read from a message.
 const { ZgcError } = require('../errors');
-const { RequestError } = require('./protocol');
-
-/**
- * Each reason: the `outcome` label of the request metrics, the HTTP status (0: the client is
- * gone, nothing is sent), the gRPC status name, and headers REST sends with it.
- */
-const REASONS = {
-  bad_request: { outcome: 'bad_request', http: 400, grpc: 'INVALID_ARGUMENT' },
-  forbidden: { outcome: 'bad_request', http: 403, grpc: 'PERMISSION_DENIED' },
-  not_found: { outcome: 'not_found', http: 404, grpc: 'NOT_FOUND' },
-  too_large: { outcome: 'too_large', http: 413, grpc: 'RESOURCE_EXHAUSTED' },
-  parser_failed: { outcome: 'bad_request', http: 500, grpc: 'INTERNAL' },
-  // A model that has no version being served: a request error over REST, as the protocol's
-  // ready endpoints say; UNAVAILABLE over gRPC, whose clients retry on it.
-  not_ready: { outcome: 'not_ready', http: 400, grpc: 'UNAVAILABLE' },
-  over_budget: { outcome: 'over_budget', http: 503, grpc: 'UNAVAILABLE' },
-  shutting_down: { outcome: 'not_ready', http: 503, grpc: 'UNAVAILABLE' },
-  unloading: { outcome: 'not_ready', http: 503, grpc: 'UNAVAILABLE', headers: { 'retry-after': '1' } },
-  no_instance: { outcome: 'not_ready', http: 503, grpc: 'UNAVAILABLE' },
-  queue_full: { outcome: 'queue_full', http: 503, grpc: 'RESOURCE_EXHAUSTED', headers: { 'retry-after': '1' } },
-  timeout: { outcome: 'timeout', http: 504, grpc: 'DEADLINE_EXCEEDED' },
-  canceled: { outcome: 'canceled', http: 0, grpc: 'CANCELLED' },
-  bad_input: { outcome: 'bad_request', http: 400, grpc: 'INVALID_ARGUMENT' },
-  instance_crashed: { outcome: 'instance_crashed', http: 500, grpc: 'INTERNAL' },
-  model_error: { outcome: 'model_error', http: 500, grpc: 'INTERNAL' },
-};
-
-/** A request error's reason when its maker gave none, by its HTTP status. */
-const BY_STATUS = { 0: 'canceled', 400: 'bad_request', 403: 'forbidden', 404: 'not_found', 413: 'too_large', 500: 'parser_failed', 503: 'shutting_down', 504: 'timeout' };
+const { REASONS, RequestError } = require('./reasons');
 
 /** The codes of a run's errors that are the request's fault: its inputs. */
 const INPUT_CODES = new Set(['ERR_ZGC_VALUE', 'ERR_ZGC_SIZE', 'ERR_ZGC_DTYPE', 'ERR_ZGC_UNKNOWN_SOURCE']);
@@ -88,8 +60,7 @@ function runMessage(reason, err, name, v) {
  */
 function outcomeOf(err, name, v) {
   if (err instanceof RequestError) {
-    const reason = err.reason ?? (err.overBudget ? 'over_budget' : BY_STATUS[err.status] ?? 'bad_request');
-    return { reason, ...REASONS[reason], http: err.status, message: err.message, headers: err.headers };
+    return { reason: err.reason, ...REASONS[err.reason], message: err.message, headers: err.headers };
   }
   if (err instanceof ZgcError) {
     const reason = runReason(err.code);

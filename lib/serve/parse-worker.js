@@ -32,9 +32,9 @@ parentPort.on('message', ({ kind, sig, body, headerLength }) => {
     parentPort.postMessage({ request }, [...buffers]);
   } catch (err) {
     let error;
-    if (err instanceof RequestError) error = { status: err.status, message: err.message, headers: err.headers };
-    else if (err instanceof DecodeError) error = { status: 400, message: notValid(err) };
-    else error = { status: 500, message: `the request could not be parsed: ${err.message}` };
+    if (err instanceof RequestError) error = { reason: err.reason, message: err.message, headers: err.headers };
+    else if (err instanceof DecodeError) error = { reason: 'bad_request', message: notValid(err) };
+    else error = { reason: 'parser_failed', message: `the request could not be parsed: ${err.message}` };
     parentPort.postMessage({ error });
   }
 });

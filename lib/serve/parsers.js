@@ -29,14 +29,14 @@ function parserPool({ size = Math.min(2, os.availableParallelism()), timeoutMs =
     worker.on('message', ({ request, error }) => {
       const job = finish(entry);
       if (job === null) return;
-      if (error) job.reject(new RequestError(error.status, error.message, error.headers));
+      if (error) job.reject(new RequestError(error.reason, error.message, error.headers));
       else job.resolve(request);
     });
     worker.on('error', (err) => {
       // A parse cannot throw past the worker's own catch; this is the worker itself failing.
       const job = finish(entry);
       retire(entry);
-      if (job !== null) job.reject(new RequestError(500, `the request could not be parsed: its parser thread failed (${err.message})`));
+      if (job !== null) job.reject(new RequestError('parser_failed', `the request could not be parsed: its parser thread failed (${err.message})`));
     });
     // Idle parsers never keep a process alive.
     worker.unref();
@@ -68,7 +68,7 @@ function parserPool({ size = Math.min(2, os.availableParallelism()), timeoutMs =
       retire(entry);
       replaced++;
       entry.worker.terminate();
-      job.reject(new RequestError(400, `the request took over ${timeoutMs} ms to parse and was abandoned (the server's parse timeout)`));
+      job.reject(new RequestError('bad_request', `the request took over ${timeoutMs} ms to parse and was abandoned (the server's parse timeout)`));
       next();
     }, timeoutMs);
     // The body is handed over without a copy when its memory holds nothing else: readBody made
@@ -104,7 +104,7 @@ function parserPool({ size = Math.min(2, os.availableParallelism()), timeoutMs =
 
   async function close() {
     closed = true;
-    for (const job of waiting.splice(0)) job.reject(new RequestError(503, 'the server is shutting down'));
+    for (const job of waiting.splice(0)) job.reject(new RequestError('shutting_down', 'the server is shutting down'));
     await Promise.all(
       workers.splice(0).map((w) => {
         if (w.timer !== null) clearTimeout(w.timer);

@@ -11,19 +11,10 @@ const DATATYPE = { f32: 'FP32', f16: 'FP16', i8: 'INT8', bool: 'BOOL' };
 const ARRAY = { FP32: Float32Array, FP16: Uint16Array, INT8: Int8Array, BOOL: Uint8Array };
 const F16_MAX_FINITE_ROUNDING = 65520; // values from here on round to infinity in binary16
 
-/** A request the client must fix: status and the message of the `{ "error" }` body. */
-class RequestError extends Error {
-  /** `reason`: what lib/serve/outcomes.js answers for it, when its status does not say. */
-  constructor(status, message, headers, reason) {
-    super(message);
-    this.status = status;
-    this.headers = headers;
-    if (reason !== undefined) this.reason = reason;
-  }
-}
+const { RequestError } = require('./reasons');
 
 /** A 400 (gRPC INVALID_ARGUMENT): the request itself is wrong. */
-const bad = (message) => new RequestError(400, message);
+const bad = (message) => new RequestError('bad_request', message);
 const { listText: shapeText } = require('./elide');
 const { classify, bytesTensor } = require('./classification');
 const { f16Value } = require('../numbers');

@@ -212,9 +212,9 @@ function parseControlBody(bytes) {
   try {
     body = JSON.parse(text);
   } catch (err) {
-    throw new RequestError(400, `the request body is not JSON: ${err.message}`);
+    throw new RequestError('bad_request', `the request body is not JSON: ${err.message}`);
   }
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new RequestError(400, 'the request body must be a JSON object');
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new RequestError('bad_request', 'the request body must be a JSON object');
   return body;
 }
 

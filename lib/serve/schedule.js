@@ -17,7 +17,7 @@ const LOWEST = -(2 ** 31);
  */
 function poolPriority(config, level, name) {
   const levels = config.priorityLevels;
-  if (levels > 0 && level > levels) throw new RequestError(400, `parameter "priority" is ${level}: model "${name}" has priority levels 1 to ${levels} (1 is the highest)`);
+  if (levels > 0 && level > levels) throw new RequestError('bad_request', `parameter "priority" is ${level}: model "${name}" has priority levels 1 to ${levels} (1 is the highest)`);
   const effective = level === undefined || level === 0 ? config.defaultPriorityLevel : level;
   if (effective === 0) return LOWEST;
   // Levels past 2^31 all rank lowest but one.

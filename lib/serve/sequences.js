@@ -72,13 +72,13 @@ class Sequences {
     if (start) {
       if (entry !== undefined) this.#end(entry, 'started again');
       if (this.#active.size >= this.#settings.maxSequences) {
-        throw new RequestError(503, `model "${this.#name}" has ${this.#active.size} active sequences, its maxSequences: end one, or try again later`, { 'retry-after': '1' });
+        throw new RequestError('sequences_full', `model "${this.#name}" has ${this.#active.size} active sequences, its maxSequences: end one, or try again later`);
       }
       entry = { id, seq: this.#pool.sequence(this.#initial), timer: null, running: 0 };
       this.#active.set(id, entry);
     } else if (entry === undefined) {
       const why = this.#ended.get(id);
-      throw new RequestError(400, `sequence ${describeId(id)} of model "${this.#name}" is not active${why === undefined ? '' : ` (${why})`}: its first request sets "sequence_start"`);
+      throw new RequestError('bad_request', `sequence ${describeId(id)} of model "${this.#name}" is not active${why === undefined ? '' : ` (${why})`}: its first request sets "sequence_start"`);
     }
     // Not idle while a run of it waits or runs: its clock starts again when the last is over.
     if (entry.timer !== null) clearTimeout(entry.timer);
@@ -94,7 +94,7 @@ class Sequences {
       // run refused by the pool's full queue left its state as it was: the sequence goes on.)
       if (err && err.code === 'ERR_ZGC_QUEUE_FULL' && entry.seq.strategy === 'direct') {
         this.#end(entry, 'its start found every instance held');
-        throw new RequestError(503, `model "${this.#name}": ${err.message}`, { 'retry-after': '1' });
+        throw new RequestError('queue_full', `model "${this.#name}": ${err.message}`);
       }
       throw err;
     });
@@ -129,8 +129,8 @@ class Sequences {
 
 /** Refuses a request that names a sequence for a model that keeps none, or names none for one that does. */
 function checkSequenceRequest(version, sequence, name) {
-  if (sequence !== undefined && version.sequences === undefined) throw new RequestError(400, `model "${name}" keeps no sequences: "sequence_id" needs its config.json "sequenceBatching"`);
-  if (sequence === undefined && version.sequences !== undefined) throw new RequestError(400, `model "${name}" runs sequences: give "sequence_id" (and "sequence_start" on a sequence's first request)`);
+  if (sequence !== undefined && version.sequences === undefined) throw new RequestError('bad_request', `model "${name}" keeps no sequences: "sequence_id" needs its config.json "sequenceBatching"`);
+  if (sequence === undefined && version.sequences !== undefined) throw new RequestError('bad_request', `model "${name}" runs sequences: give "sequence_id" (and "sequence_start" on a sequence's first request)`);
 }
 
 /** A version's run of `request`: in its sequence when it names one, else on the pool by `plain()`. */

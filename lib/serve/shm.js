@@ -49,7 +49,7 @@ function createRegions({ allowed }) {
   }
 
   function off() {
-    return new RequestError(403, 'client shared memory is off: start the server with --allow-client-shm (createServer option allowClientShm) to allow it', undefined, 'forbidden');
+    return new RequestError('forbidden', 'client shared memory is off: start the server with --allow-client-shm (createServer option allowClientShm) to allow it');
   }
 
   function get(name) {
@@ -61,7 +61,7 @@ function createRegions({ allowed }) {
 
   function register(name, key, offset, byteSize) {
     if (!allowed) throw off();
-    if (closed) throw new RequestError(503, 'the server is shutting down');
+    if (closed) throw new RequestError('shutting_down', 'the server is shutting down');
     if (typeof name !== 'string' || !NAME.test(name)) throw bad(`a region name must be 1 to 128 of A-Z a-z 0-9 . _ : -, got ${quoted(name)}`);
     if (typeof key !== 'string' || !KEY.test(key) || key === '/.' || key === '/..') throw bad(`region ${quoted(name)}: the key must be a POSIX shared memory name, "/" then 1 to 250 of A-Z a-z 0-9 . _ -, got ${quoted(key)}`);
     checkInteger(`region ${quoted(name)}: offset`, offset);
