@@ -3,7 +3,9 @@
 //! wait for one happens there (short spins, synchronous calls) or on the instance's waiter
 //! thread, which settles a promise through a threadsafe function.
 
-use super::{describe, is_storage, js_err, thrown, unsupported, ArtifactDescription, Code};
+use crate::artifact::{describe, ArtifactDescription};
+use crate::errors::{js_err, napi_err, thrown, unsupported, Code};
+use crate::runtime::is_storage;
 use zgc::abi::DType;
 use zgc::dtype::{self, Elements};
 use zgc::error::Error;
@@ -417,7 +419,7 @@ impl NativeIsolate {
                     }
                 })
             })?;
-            let value = js::output_value(env.raw(), data).map_err(super::napi_err)?;
+            let value = js::output_value(env.raw(), data).map_err(napi_err)?;
             Ok(js::unknown(env, value))
         })()
         .map_err(thrown(env))
@@ -427,7 +429,7 @@ impl NativeIsolate {
     #[napi]
     pub fn region<'env>(&self, env: &'env Env) -> napi::Result<Option<Unknown<'env>>, Code> {
         let region = self.with(|iso| Ok(iso.region.clone()))?;
-        Ok(js::region_buffer(env.raw(), &region).map_err(super::napi_err)?.map(|v| js::unknown(env, v)))
+        Ok(js::region_buffer(env.raw(), &region).map_err(napi_err)?.map(|v| js::unknown(env, v)))
     }
 
     /// Where each frame is in the region, for the facade's own reads and writes of it: per

@@ -445,6 +445,13 @@ pub fn with_detail(env: sys::napi_env, error: sys::napi_value, detail: &zgc::err
     error
 }
 
+/// On the JS thread, in a method about to return: throws `error` (napi-rs then sees the
+/// exception pending and throws nothing more).
+pub fn throw(env: sys::napi_env, error: sys::napi_value) {
+    // SAFETY: `env` is the calling method's, on its own thread, and `error` a value made there.
+    unsafe { sys::napi_throw(env, error) };
+}
+
 /// On the JS thread: an `Error` with `code` and `message`, as napi-rs makes for thrown errors.
 pub fn error_object(env: sys::napi_env, code: &str, message: &str) -> sys::napi_value {
     let (mut code_value, mut message_value, mut error) = (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());

@@ -2,7 +2,7 @@
 //! on a libuv pool thread for large ones, so that the event loop keeps answering meanwhile;
 //! and the number arrays of a request's inputs read from its JSON (`zgc::json::take_input_data`).
 
-use super::Code;
+use crate::errors::Code;
 use zgc::dtype::Elements;
 use crate::js::JsArray;
 use napi::bindgen_prelude::{AsyncTask, Buffer, Float64Array, TypedArray, Uint8Array};

@@ -2,7 +2,7 @@
 //! (`pto::thread`) and a Promise settled from there. Results come back as a `PtoOutcome`,
 //! which `lib/pto.js` turns into a value or a `PtoError` with its code, rc and operation.
 
-use super::Code;
+use crate::errors::Code;
 use zgc::pto::registry::{self, Library};
 use zgc::pto::{Host, LaunchParams, PtoError};
 use zgc::ffi::pto::PtoLibrary;

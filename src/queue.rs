@@ -2,7 +2,7 @@
 //! and settles their promises from the batches its workers send back through one threadsafe
 //! function. Shared by a runtime's own `runAsync` queue and a pool's.
 
-use super::{error_value, Code};
+use crate::errors::{error_value, Code};
 use zgc::error::{Error, Result};
 use zgc::executor::{Batch, Core, Owner, Queue, Shared, Sink};
 use zgc::instance::Feed;

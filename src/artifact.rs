@@ -1,0 +1,205 @@
+//! A loaded, checked artifact (`NativeArtifact`) and what it looks like to JavaScript
+//! (`describe`).
+
+use crate::errors::{js_err, thrown, unsupported, Code};
+use crate::runtime::{offload_mode, source_index, stage_copy, NativeRuntime, NativeStaged};
+use zgc::abi::ABI_VERSION;
+use zgc::executor::{Core, Owner};
+use zgc::meta::TensorInfo;
+use crate::js::JsArray;
+use zgc::ffi::memory::AlignedBuf;
+use zgc::{Artifact, Error, Instance};
+use napi::bindgen_prelude::TypedArray;
+use napi::Env;
+use napi_derive::napi;
+use crate::queue::Lanes;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+#[napi(object)]
+pub struct SourceDescription {
+    pub key: u32,
+    pub name: String,
+    pub kind: String,
+    pub binding: String,
+    pub dtype: String,
+    pub shape: Vec<f64>,
+    pub strides: Vec<f64>,
+    pub offset: f64,
+    pub element_count: f64,
+    pub byte_count: f64,
+    /// Logical elements (`product(shape)`), which `set` takes.
+    pub logical_count: f64,
+    /// Logical C order is the physical layout: values and storage coincide.
+    pub identity: bool,
+}
+
+#[napi(object)]
+pub struct OutputDescription {
+    pub dtype: String,
+    pub shape: Vec<f64>,
+    pub element_count: f64,
+    pub byte_count: f64,
+}
+
+#[napi(object)]
+pub struct ArtifactDescription {
+    pub path: String,
+    pub abi_version: u32,
+    pub fingerprint_hex: String,
+    pub runtime_size: f64,
+    pub runtime_alignment: f64,
+    pub mutable_bytes: f64,
+    pub sources: Vec<SourceDescription>,
+    pub outputs: Vec<OutputDescription>,
+}
+
+pub(crate) fn shape(t: &TensorInfo) -> Vec<f64> {
+    t.shape.iter().map(|&d| d as f64).collect()
+}
+
+#[napi]
+pub struct NativeArtifact {
+    /// `None` once released: the last runtime using it was closed (see `release`).
+    inner: RefCell<Option<Arc<Artifact>>>,
+}
+
+impl NativeArtifact {
+    fn new(artifact: Artifact) -> NativeArtifact {
+        NativeArtifact { inner: RefCell::new(Some(Arc::new(artifact))) }
+    }
+
+    fn artifact(&self) -> napi::Result<Arc<Artifact>, Code> {
+        self.inner.borrow().clone().ok_or_else(|| js_err(Error::Closed))
+    }
+}
+
+#[napi]
+impl NativeArtifact {
+    #[napi(factory)]
+    pub fn open(path: String) -> napi::Result<NativeArtifact, Code> {
+        Artifact::open(&path).map(NativeArtifact::new).map_err(js_err)
+    }
+
+    #[napi(factory)]
+    pub fn from_bytes(bytes: TypedArray<'_>, label: String) -> napi::Result<NativeArtifact, Code> {
+        Artifact::from_bytes(&bytes.arraybuffer, &label).map(NativeArtifact::new).map_err(js_err)
+    }
+
+    #[napi]
+    pub fn describe(&self) -> napi::Result<ArtifactDescription, Code> {
+        Ok(describe(self.artifact()?.description()))
+    }
+
+    /// A new instance; `offload` ('auto', 'always', 'never') rules its async runs.
+    #[napi]
+    pub fn instantiate(&self, env: &Env, offload: String) -> napi::Result<NativeRuntime, Code> {
+        (|| {
+            let mode = offload_mode(&offload)?;
+            let artifact = self.artifact()?;
+            let core = Core::new(Instance::new(artifact.clone()).map_err(js_err)?);
+            let lanes = Lanes::new(vec![Arc::downgrade(&core)], Owner::Runtime, usize::MAX, mode);
+            Ok(NativeRuntime { artifact: RefCell::new(Some(artifact)), core: RefCell::new(Some(core)), lanes })
+        })()
+        .map_err(thrown(env))
+    }
+
+    /// Drops this handle's share of the library, so that closing the last runtime unloads it
+    /// (and closes the memfd of a bytes load) now rather than when the GC runs finalizers,
+    /// which Node defers to a later turn of the event loop.
+    #[napi]
+    pub fn release(&self) {
+        self.inner.borrow_mut().take();
+    }
+
+    /// Copies a run input into `staged`, for a run that starts later on another thread.
+    #[napi]
+    pub fn stage(&self, env: &Env, staged: &NativeStaged, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
+        (|| {
+            stage_copy(&*self.artifact()?, staged, index, &values)
+        })()
+        .map_err(thrown(env))
+    }
+
+    /// New storage for BOUND source `index` that runs borrow one at a time (a sequence's
+    /// state): zeros, or `initial` (logical values, C order) packed into its layout.
+    #[napi]
+    pub fn lendable(&self, env: &Env, index: u32, initial: Option<TypedArray<'_>>) -> napi::Result<NativeLendable, Code> {
+        (|| {
+            let artifact = self.artifact()?;
+            let index = source_index(&artifact, index)?;
+            let storage = match initial {
+                None => artifact.lendable_storage(index, None),
+                Some(values) => {
+                    let values = JsArray::of(&values);
+                    let view = values.view().ok_or_else(|| js_err(unsupported(&artifact.sources[index], &values)))?;
+                    artifact.lendable_storage(index, Some(view))
+                }
+            };
+            Ok(NativeLendable { storage: Arc::new(storage.map_err(js_err)?), index })
+        })()
+        .map_err(thrown(env))
+    }
+
+    /// Lends `lendable` to the run `staged` is for, for that run only.
+    #[napi]
+    pub fn stage_lent(&self, env: &Env, staged: &NativeStaged, lendable: &NativeLendable) -> napi::Result<(), Code> {
+        (|| {
+            let feed = self.artifact()?.stage_lent(lendable.index, lendable.storage.clone()).map_err(js_err)?;
+            staged.feeds.borrow_mut().push(feed);
+            Ok(())
+        })()
+        .map_err(thrown(env))
+    }
+}
+
+/// Storage of one BOUND source that runs borrow one at a time (`NativeArtifact.lendable`). A
+/// run holds a share of it until it ends, so dropping this never frees memory under a run.
+#[napi]
+pub struct NativeLendable {
+    storage: Arc<AlignedBuf>,
+    index: usize,
+}
+
+/// What `describe()` gives JavaScript, from an artifact's signature (loaded here, or reported
+/// by an isolated instance's host process).
+pub(crate) fn describe(a: &zgc::Description) -> ArtifactDescription {
+    ArtifactDescription {
+        path: a.path.clone(),
+        abi_version: ABI_VERSION,
+        fingerprint_hex: format!("{:#018x}", a.fingerprint),
+        runtime_size: a.runtime_size as f64,
+        runtime_alignment: a.runtime_alignment as f64,
+        mutable_bytes: a.mutable_bytes as f64,
+        sources: a
+            .sources
+            .iter()
+            .map(|s| SourceDescription {
+                key: s.key,
+                name: s.name.clone(),
+                kind: s.kind.as_str().to_owned(),
+                binding: s.binding.as_str().to_owned(),
+                dtype: s.tensor.dtype.as_str().to_owned(),
+                shape: shape(&s.tensor),
+                strides: s.tensor.strides.iter().map(|&d| d as f64).collect(),
+                offset: s.tensor.offset as f64,
+                element_count: s.tensor.element_count as f64,
+                byte_count: s.tensor.byte_count as f64,
+                logical_count: s.tensor.logical_count as f64,
+                identity: s.tensor.is_identity(),
+            })
+            .collect(),
+        outputs: a
+            .outputs
+            .iter()
+            .map(|o| OutputDescription { dtype: o.dtype.as_str().to_owned(), shape: shape(o), element_count: o.element_count as f64, byte_count: o.byte_count as f64 })
+            .collect(),
+    }
+}
+
+
+/// The artifact ABI version this runtime loads (`ABI_VERSION` of the package).
+#[napi]
+pub fn abi_version() -> u32 {
+    ABI_VERSION
+}
