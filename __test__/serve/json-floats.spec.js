@@ -14,7 +14,11 @@ const hasTritonClient = fs.existsSync(PYTHON) && spawnSync(PYTHON, ['-c', 'impor
 
 let server;
 beforeAll(async () => {
-  server = await listenInProcess([`add=${fixture('add')}`, `half=${fixture('half-8')}`, `add1m=${fixture('add-1m')}`, '--pool-size', '1', '--poll-ms', '0']);
+  // Idle connections kept for a minute: the 1M-element test blocks this thread for seconds on
+  // a loaded machine, and fetch's own keep-alive timer (a second under the server's 5 s)
+  // could then fire late, after the server had closed the socket: the next test's request
+  // met a reset connection (ECONNRESET).
+  server = await listenInProcess([`add=${fixture('add')}`, `half=${fixture('half-8')}`, `add1m=${fixture('add-1m')}`, '--pool-size', '1', '--poll-ms', '0', '--keep-alive-timeout-ms', '60000']);
 });
 afterAll(() => server.stop());
 
