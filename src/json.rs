@@ -1,6 +1,6 @@
-//! Float tensors as JSON text for the server (`zgc::json`): at once for small tensors, and
+//! Float tensors as JSON text for the server (the zgc-runtime-json crate, `zgc_json`): at once for small tensors, and
 //! on a libuv pool thread for large ones, so that the event loop keeps answering meanwhile;
-//! and the number arrays of a request's inputs read from its JSON (`zgc::json::take_input_data`).
+//! and the number arrays of a request's inputs read from its JSON (`zgc_json::take_input_data`).
 
 use crate::errors::Code;
 use zgc::dtype::Elements;
@@ -29,8 +29,8 @@ impl Values {
 fn text(values: Elements<'_>) -> String {
     let mut out = String::new();
     match values {
-        Elements::F32(v) => zgc::json::write_f32(v, &mut out),
-        Elements::U16(v) => zgc::json::write_f16(v, &mut out),
+        Elements::F32(v) => zgc_json::write_f32(v, &mut out),
+        Elements::U16(v) => zgc_json::write_f16(v, &mut out),
         _ => unreachable!("with_values passes only f32 and u16"),
     }
     out
@@ -95,7 +95,7 @@ pub struct TakenInputData {
 #[napi(js_name = "takeInputData")]
 pub fn take_input_data(body: Uint8Array, length: u32, marker: String) -> Option<TakenInputData> {
     let text = body.get(..length as usize)?;
-    zgc::json::take_input_data(text, &marker).map(|d| TakenInputData {
+    zgc_json::take_input_data(text, &marker).map(|d| TakenInputData {
         header: d.header.into(),
         arrays: d.arrays.into_iter().map(Float64Array::new).collect(),
     })

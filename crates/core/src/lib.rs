@@ -16,7 +16,6 @@ pub mod executor;
 pub mod ffi;
 pub mod instance;
 pub mod isolate;
-pub mod json;
 pub mod layout;
 pub mod meta;
 pub mod offload;
