@@ -72,6 +72,7 @@ unsafe extern "C" fn finalize<M>(_env: sys::napi_env, data: *mut c_void, _hint: 
     let context = unsafe { Box::from_raw(data.cast::<Context<M>>()) };
     // SAFETY: on the JS thread of `env`; removing a hook that already ran does nothing.
     unsafe { sys::napi_remove_env_cleanup_hook(context.env, Some(close_gate), context.hook.cast_mut().cast()) };
+    // SAFETY: the hook's share of the gate is still held (it is dropped just below).
     *unsafe { &*context.hook }.lock() = false;
     // SAFETY: the hook's share, made by `Arc::into_raw` in `create`; the hook no longer runs.
     drop(unsafe { Arc::from_raw(context.hook) });
@@ -110,8 +111,9 @@ impl<M: Send + 'static> Tsfn<M> {
             }
         };
         if status != sys::Status::napi_ok {
-            // SAFETY: Node did not take `context`, so it is still ours, and so is the hook's share.
+            // SAFETY: Node did not take `context`, so it is still ours.
             drop(unsafe { Box::from_raw(context) });
+            // SAFETY: nor the hook's share, made by `Arc::into_raw` above and never handed out.
             drop(unsafe { Arc::from_raw(hook) });
             return Err(status);
         }
