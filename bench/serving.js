@@ -4,7 +4,7 @@
 // node:http server answering the same bodies with no model, and the hand glue of
 // examples/service.js. Each server is its own process (the load generator has the other core);
 // rounds alternate between contenders and each figure is the median of its rounds.
-//   node bench/serving.js [--quick] [--tiny] [--baseline REF [--baseline-own-addon]]
+//   node bench/serving.js [--quick] [--tiny] [--no-build] [--baseline REF [--baseline-own-addon]]
 // --baseline REF also serves the JavaScript of git REF (with this checkout's addon, or, with
 // --baseline-own-addon, the addon built from REF's own Rust by its own `npm run build`), and
 // --tiny runs only the tiny REST and gRPC loads: together, a change's cost side by side.
@@ -405,6 +405,9 @@ function reportServing(s) {
 module.exports = { serving, reportServing };
 
 if (require.main === module) {
+  // Run on its own (npm run bench builds them first): the fixtures it serves, built if missing
+  // (scripts/build-fixtures.js builds only what is stale).
+  if (!process.argv.includes('--no-build')) require('node:child_process').execFileSync(process.execPath, [path.join(root, 'scripts', 'build-fixtures.js')], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
   const at = process.argv.indexOf('--baseline');
   serving({ quick: process.argv.includes('--quick'), python: process.argv.includes('--python-servers'), baseline: at > 0 ? process.argv[at + 1] : null, baselineOwnAddon: process.argv.includes('--baseline-own-addon'), tinyOnly: process.argv.includes('--tiny') }).then(
     (s) => console.log(process.argv.includes('--tiny') ? JSON.stringify(s, null, 1) : reportServing(s)),
