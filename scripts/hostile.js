@@ -82,7 +82,8 @@ function sockets(port, count, { head = '', drip = null, dripMs = 1000, holdMs = 
   return Promise.all(
     Array.from({ length: count }, () =>
       new Promise((resolve) => {
-        const started = Date.now();
+        // Timed from the connection's start: on a loaded machine 500 connects take seconds.
+        let started = Date.now();
         const s = net.connect(port, '127.0.0.1');
         let got = '';
         let timer = null;
@@ -92,6 +93,7 @@ function sockets(port, count, { head = '', drip = null, dripMs = 1000, holdMs = 
           resolve({ how, ms: Date.now() - started, got });
         };
         s.on('connect', () => {
+          started = Date.now();
           if (head) s.write(head);
           if (drip) timer = setInterval(() => s.write(drip), dripMs);
         });
@@ -249,11 +251,12 @@ function attacks(port, grpcPort) {
     },
     {
       name: '500 slowloris connections (a header byte a second)',
-      run: () => sockets(port, 500, { head: 'POST /v2/models/add/infer HTTP/1.1\r\n', drip: 'x', dripMs: 1000, holdMs: 6000 }),
-      // --headers-timeout-ms 2000 here: Node checks every 500 ms.
+      run: () => sockets(port, 500, { head: 'POST /v2/models/add/infer HTTP/1.1\r\n', drip: 'x', dripMs: 1000, holdMs: 12000 }),
+      // --headers-timeout-ms 2000 here (Node checks every 500 ms). Without it each connection
+      // would last the whole 12 s hold; a loaded machine makes the close late, never absent.
       check: (rs) => {
-        const late = rs.filter((r) => !['closed by server', 'reset by server'].includes(r.how) || r.ms > 3500);
-        return late.length === 0 ? null : `${late.length} not closed within 3.5 s (${late[0].how}, ${late[0].ms} ms)`;
+        const late = rs.filter((r) => !['closed by server', 'reset by server'].includes(r.how) || r.ms >= 10000);
+        return late.length === 0 ? null : `${late.length} not closed by the server within 10 s of connecting (${late[0].how}, ${late[0].ms} ms)`;
       },
     },
     {
