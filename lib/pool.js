@@ -18,7 +18,7 @@ let poolRunTimed;
 
 /**
  * `size` runtimes of one artifact (one library, separate instances) behind one `run()`. The
- * queue and its dispatch are native (crates/core/src/executor.rs): each instance has a worker thread that
+ * queue and its dispatch are native (crates/core/src/executor/): each instance has a worker thread that
  * takes the next waiting run as soon as it is free, with no trip through JavaScript between
  * runs; a graph cheaper than that trip runs inline instead (`offload`).
  */

@@ -5,7 +5,7 @@
 // - lent (in-process pools whose STATE sources are all BOUND): each sequence keeps storage of
 //   its own (zeros, or initial values), and every run of it borrows that storage on whichever
 //   instance runs it, without a copy; the instance's own binding comes back after the run
-//   (crates/core/src/executor.rs, `Feed::Lend`). Any number of sequences share the instances.
+//   (crates/core/src/executor/, `Feed::Lend`). Any number of sequences share the instances.
 // - direct (OWNED state, or an isolated pool): the state lives inside an instance, so a
 //   sequence holds an instance of its own from its first run to its close, a new one (its init
 //   is what starts the state) with the pool's setup. At most the pool's size are held at once;

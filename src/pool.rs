@@ -1,9 +1,10 @@
 //! A pool's queue over several runtimes (`NativePool`).
 
-use crate::errors::{js_err, napi_err, thrown, Code};
+use crate::errors::{js_err, napi_err, thrown, Code, Thrown};
 use crate::runtime::{offload_mode, queue_stats, NativeStaged, QueueStats};
 use crate::js_fast;
-use zgc::executor::{Core, Owner, HISTOGRAM_BOUNDS_NS};
+use zgc::executor::{Core, Owner};
+use zgc::stats::HISTOGRAM_BOUNDS_NS;
 use crate::js_fast::Target;
 use zgc::Error;
 use napi::bindgen_prelude::Unknown;
@@ -33,7 +34,7 @@ impl Drop for NativePool {
 impl NativePool {
     /// A pool over the runtimes whose `handle()`s are given.
     #[napi(factory)]
-    pub fn create(env: &Env, handles: Vec<Unknown<'_>>, max_queue: f64, offload: String) -> napi::Result<NativePool, Code> {
+    pub fn create(env: &Env, handles: Vec<Unknown<'_>>, max_queue: f64, offload: String) -> Result<NativePool, Thrown> {
         (|| {
             let mode = offload_mode(&offload)?;
             let cores = handles
@@ -48,7 +49,7 @@ impl NativePool {
     }
 
     #[napi]
-    pub fn submit<'env>(&self, env: &'env Env, staged: &NativeStaged, f16_bits: bool, id: f64, priority: i32) -> napi::Result<Unknown<'env>, Code> {
+    pub fn submit<'env>(&self, env: &'env Env, staged: &NativeStaged, f16_bits: bool, id: f64, priority: i32) -> Result<Unknown<'env>, Thrown> {
         (|| {
             let promise = self.lanes.submit(env.raw(), staged.feeds.take(), f16_bits, id as u64, priority, None)?;
             Ok(unknown(env, promise))
@@ -92,15 +93,23 @@ impl NativePool {
 
     /// A promise that resolves once every run handed in has settled.
     #[napi]
-    pub fn settled<'env>(&self, env: &'env Env) -> napi::Result<Unknown<'env>, Code> {
-        Ok(unknown(env, self.lanes.when_settled(env.raw())?))
+    pub fn settled<'env>(&self, env: &'env Env) -> Result<Unknown<'env>, Thrown> {
+        (|| {
+            Ok(unknown(env, self.lanes.when_settled(env.raw())?))
+    
+        })()
+        .map_err(thrown(env))
     }
 
     /// The fast-function handle for inline runs of this pool: the first instance, counted in
     /// the pool's queue, and never overtaking a run waiting in it.
     #[napi]
-    pub fn inline_handle<'env>(&self, env: &'env Env) -> napi::Result<Unknown<'env>, Code> {
-        js_fast::create_handle(env, Target { core: self.first.clone(), shared: Arc::downgrade(self.lanes.shared()) }).map_err(napi_err)
+    pub fn inline_handle<'env>(&self, env: &'env Env) -> Result<Unknown<'env>, Thrown> {
+        (|| {
+            js_fast::create_handle(env, Target { core: self.first.clone(), shared: Arc::downgrade(self.lanes.shared()) }).map_err(napi_err)
+    
+        })()
+        .map_err(thrown(env))
     }
 }
 

@@ -21,6 +21,7 @@ pub mod meta;
 pub mod offload;
 pub mod pto;
 pub mod run;
+pub mod stats;
 
 pub use artifact::{Artifact, Description};
 pub use error::{Error, Result};

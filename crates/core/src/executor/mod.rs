@@ -11,69 +11,15 @@
 use crate::error::{Error, Result};
 use crate::instance::{Feed, Instance, OutputData};
 use crate::offload::{Offload, Policy};
+use crate::stats::Stats;
 use crate::ffi::runtime::{BoundRegion, Temporary};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-/// One runtime instance, as sync calls, inline runs and its worker share it.
-pub struct Core {
-    instance: Mutex<Instance>,
-    /// Async runs of this instance queued or running. Sync calls are refused while any is.
-    pending: AtomicUsize,
-    /// Whether JavaScript-owned storage is bound: then every async run needs a copy of it,
-    /// made on the JavaScript thread when the run starts.
-    js_storage: AtomicBool,
-}
-
-impl Core {
-    pub fn new(instance: Instance) -> Arc<Core> {
-        Arc::new(Core { instance: Mutex::new(instance), pending: AtomicUsize::new(0), js_storage: AtomicBool::new(false) })
-    }
-
-    /// The instance for a synchronous call: refused while async runs are pending or running.
-    pub fn lock(&self) -> Result<MutexGuard<'_, Instance>> {
-        if self.pending() > 0 {
-            return Err(Error::Busy);
-        }
-        match self.instance.try_lock() {
-            Ok(guard) => Ok(guard),
-            // A panic inside an earlier call left no broken invariant the instance relies on.
-            Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
-            Err(TryLockError::WouldBlock) => Err(Error::Busy),
-        }
-    }
-
-    /// The instance whatever is pending, for the JavaScript thread's part of an async run
-    /// (a copy of bound storage while its worker waits): never blocks.
-    pub fn lock_unchecked(&self) -> MutexGuard<'_, Instance> {
-        match self.instance.try_lock() {
-            Ok(guard) => guard,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            // Only a worker holds it, and a worker waiting for this holds nothing.
-            Err(TryLockError::WouldBlock) => self.lock_wait(),
-        }
-    }
-
-    fn lock_wait(&self) -> MutexGuard<'_, Instance> {
-        self.instance.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn pending(&self) -> usize {
-        self.pending.load(Ordering::Acquire)
-    }
-
-    /// Called after anything that changes bindings, on the JavaScript thread.
-    pub fn note_bindings(&self, instance: &Instance) {
-        self.js_storage.store(instance.has_js_storage(), Ordering::Release);
-    }
-
-    /// On the JavaScript thread, when a finished run of this instance is settled.
-    pub fn settled(&self) {
-        self.pending.fetch_sub(1, Ordering::AcqRel);
-    }
-}
+mod lane;
+pub use lane::Core;
 
 /// What a worker hands the JavaScript thread.
 pub trait Sink<T>: Send + Sync + 'static {
@@ -147,102 +93,6 @@ pub const BATCH_RUNS: usize = 256;
 
 /// How long an idle worker watches for the next run before it sleeps.
 pub const SPIN: Duration = Duration::from_micros(200);
-
-/// How often recent latencies are kept for percentiles.
-const SAMPLES: usize = 4096;
-
-/// What a queue has done, for `stats()`.
-#[derive(Default)]
-pub struct Stats {
-    pub completed: u64,
-    pub failed: u64,
-    queue_wait: Ring,
-    compute: Ring,
-    pub queue_wait_histogram: Histogram,
-    pub compute_histogram: Histogram,
-}
-
-/// Upper bounds of the cumulative histograms, nanoseconds: 1-2.5-5 steps from 10 µs to 10 s,
-/// the range from a tiny inline graph to a long one, as Prometheus scrapes them.
-pub const HISTOGRAM_BOUNDS_NS: [u64; 19] = [
-    10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000, 25_000_000,
-    50_000_000, 100_000_000, 250_000_000, 500_000_000, 1_000_000_000, 2_500_000_000, 5_000_000_000, 10_000_000_000,
-];
-
-/// Every latency since the queue began, counted per bucket: unlike the percentile ring it
-/// forgets nothing, so a scraper can take differences between two scrapes.
-#[derive(Default, Clone, Debug, PartialEq)]
-pub struct Histogram {
-    /// Samples at or below each bound (not cumulative), then above the last.
-    pub counts: [u64; HISTOGRAM_BOUNDS_NS.len() + 1],
-    pub sum_ns: u128,
-    pub count: u64,
-}
-
-impl Histogram {
-    fn observe(&mut self, d: Duration) {
-        let ns = d.as_nanos();
-        let bucket = HISTOGRAM_BOUNDS_NS.iter().position(|&b| ns <= u128::from(b)).unwrap_or(HISTOGRAM_BOUNDS_NS.len());
-        self.counts[bucket] += 1;
-        self.sum_ns += ns;
-        self.count += 1;
-    }
-}
-
-#[derive(Default)]
-struct Ring {
-    ns: Vec<u64>,
-    next: usize,
-}
-
-impl Ring {
-    fn push(&mut self, d: Duration) {
-        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        if self.ns.len() < SAMPLES {
-            self.ns.push(ns);
-        } else {
-            self.ns[self.next] = ns;
-        }
-        self.next = (self.next + 1) % SAMPLES;
-    }
-
-    /// Nearest-rank percentiles `qs` (0..=100) of the kept samples, in nanoseconds.
-    fn percentiles(&self, qs: &[f64]) -> Vec<Option<u64>> {
-        let mut sorted = self.ns.clone();
-        sorted.sort_unstable();
-        qs.iter()
-            .map(|q| {
-                if sorted.is_empty() {
-                    return None;
-                }
-                let rank = ((q / 100.0) * sorted.len() as f64).ceil() as usize;
-                Some(sorted[rank.clamp(1, sorted.len()) - 1])
-            })
-            .collect()
-    }
-}
-
-impl Stats {
-    pub fn record(&mut self, ok: bool, queue_wait: Duration, compute: Duration) {
-        if ok {
-            self.completed += 1;
-        } else {
-            self.failed += 1;
-        }
-        self.queue_wait.push(queue_wait);
-        self.compute.push(compute);
-        self.queue_wait_histogram.observe(queue_wait);
-        self.compute_histogram.observe(compute);
-    }
-
-    pub fn queue_wait_percentiles(&self, qs: &[f64]) -> Vec<Option<u64>> {
-        self.queue_wait.percentiles(qs)
-    }
-
-    pub fn compute_percentiles(&self, qs: &[f64]) -> Vec<Option<u64>> {
-        self.compute.percentiles(qs)
-    }
-}
 
 /// The part of a queue that inline runs (on the JavaScript thread) share with it.
 pub struct Shared {
@@ -592,60 +442,6 @@ mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
-
-    #[test]
-    fn percentiles_are_nearest_rank_over_the_last_samples() {
-        let mut r = Ring::default();
-        assert_eq!(r.percentiles(&[50.0]), vec![None]);
-        for ms in 1..=100 {
-            r.push(ms * MS);
-        }
-        let ns = |ms: u64| Some(ms * 1_000_000);
-        assert_eq!(r.percentiles(&[0.0, 1.0, 50.0, 90.0, 99.0, 100.0]), vec![ns(1), ns(1), ns(50), ns(90), ns(99), ns(100)]);
-        // Past SAMPLES the oldest are replaced, one by one.
-        for _ in 0..SAMPLES {
-            r.push(500 * MS);
-        }
-        assert_eq!(r.ns.len(), SAMPLES);
-        assert_eq!(r.percentiles(&[0.0, 100.0]), vec![ns(500), ns(500)]);
-        r.push(7 * MS);
-        assert_eq!(r.percentiles(&[0.0]), vec![ns(7)]);
-        assert_eq!(r.next, (100 + SAMPLES + 1) % SAMPLES);
-    }
-
-    #[test]
-    fn stats_count_successes_and_failures_apart_and_keep_both_latencies() {
-        let mut s = Stats::default();
-        s.record(true, 2 * MS, 10 * MS);
-        s.record(true, 4 * MS, 30 * MS);
-        s.record(false, 6 * MS, 20 * MS);
-        assert_eq!((s.completed, s.failed), (2, 1));
-        assert_eq!(s.queue_wait_percentiles(&[50.0, 100.0]), vec![Some(4_000_000), Some(6_000_000)]);
-        assert_eq!(s.compute_percentiles(&[0.0, 50.0]), vec![Some(10_000_000), Some(20_000_000)]);
-    }
-
-    #[test]
-    fn histograms_count_each_latency_in_the_first_bucket_that_holds_it_and_never_forget() {
-        let mut s = Stats::default();
-        let us = Duration::from_micros(1);
-        // On a bound, just above it, below the first, above the last.
-        for (wait, compute) in [(10 * us, 25 * us), (11 * us, 26 * us), (us, 11 * Duration::from_secs(1)), (MS, 10 * Duration::from_secs(1))] {
-            s.record(true, wait, compute);
-        }
-        let q = &s.queue_wait_histogram;
-        assert_eq!((q.counts[0], q.counts[1], q.counts[6]), (2, 1, 1));
-        assert_eq!(q.counts.iter().sum::<u64>(), 4);
-        assert_eq!((q.count, q.sum_ns), (4, 22_000 + 1_000_000));
-        let c = &s.compute_histogram;
-        assert_eq!((c.counts[1], c.counts[2], c.counts[18], c.counts[19]), (1, 1, 1, 1));
-        assert_eq!(c.sum_ns, 51_000 + 21_000_000_000);
-        // The percentile ring forgets; the histograms keep every sample.
-        for _ in 0..SAMPLES {
-            s.record(false, MS, MS);
-        }
-        assert_eq!(s.queue_wait_histogram.count, 4 + SAMPLES as u64);
-        assert_eq!(s.compute_histogram.counts[6], SAMPLES as u64);
-    }
 
     struct NoSink;
     impl Sink<u32> for NoSink {
