@@ -45,12 +45,8 @@ describe('request errors: by the reason they are made with, from one table', () 
 describe("a run's errors: by their code", () => {
   const run = (code, message = 'm1') => pick(outcomeOf(new ZgcError(code, message), 'net', v));
 
-  test.each(['ERR_ZGC_VALUE', 'ERR_ZGC_SIZE', 'ERR_ZGC_DTYPE', 'ERR_ZGC_UNKNOWN_SOURCE'])('%s is the request\'s fault: 400, its source called an input', (code) => {
-    expect(run(code, 'source "a" expects 4 elements')).toEqual({ outcome: 'bad_request', http: 400, grpc: 'INVALID_ARGUMENT', message: 'input "a" expects 4 elements', code: undefined, headers: undefined });
-  });
-
-  test('only a leading "source " becomes "input "', () => {
-    expect(run('ERR_ZGC_UNKNOWN_SOURCE', 'artifact has no source named "x" (its sources: "a")').message).toBe('artifact has no source named "x" (its sources: "a")');
+  test.each(['ERR_ZGC_VALUE', 'ERR_ZGC_SIZE', 'ERR_ZGC_DTYPE', 'ERR_ZGC_UNKNOWN_SOURCE'])("%s is the request's fault: 400, naming the model, in the runtime's words whole", (code) => {
+    expect(run(code, 'source "a" expects 4 elements')).toEqual({ outcome: 'bad_request', http: 400, grpc: 'INVALID_ARGUMENT', message: 'model "net" refused the request\'s inputs: source "a" expects 4 elements', code: undefined, headers: undefined });
   });
 
   test('a full queue: 503 with retry-after, RESOURCE_EXHAUSTED', () => {

@@ -1,12 +1,15 @@
 'use strict';
 
-// lib/serve/protocol.js in process: the request rules and response shapes of the Open
-// Inference Protocol, one rule at a time (the HTTP spec covers them end to end).
+// The Open Inference Protocol's request rules and response shapes in process (lib/serve's
+// json-header, signature, parameters, infer-request and infer-response), one rule at a time
+// (the HTTP spec covers them end to end).
 
 const { load } = require('../..');
-const protocol = require('../../lib/serve/protocol');
-
-const { signatureOf, formatInfer, RequestError } = protocol;
+const { signatureOf } = require('../../lib/serve/signature');
+const { formatInfer } = require('../../lib/serve/infer-response');
+const request = require('../../lib/serve/infer-request');
+const { readHeader, TAKE_BYTES } = require('../../lib/serve/json-header');
+const { RequestError } = require('../../lib/serve/reasons');
 const { fixture } = require('../fixtures/manifest');
 const { f16Bits, rng } = require('../helpers');
 
@@ -24,9 +27,9 @@ beforeAll(() => {
 /*
  * Every request here is read twice: as given, and with 16 KB of whitespace after its JSON
  * header, which is long enough for the number arrays of its data to be read natively
- * (protocol.TAKE_BYTES). Both must give the same inputs, or the same refusal.
+ * (TAKE_BYTES). Both must give the same inputs, or the same refusal.
  */
-const PAD = Buffer.alloc(protocol.TAKE_BYTES, 0x20);
+const PAD = Buffer.alloc(TAKE_BYTES, 0x20);
 const outcome = (f) => {
   try {
     return { value: f() };
@@ -35,9 +38,9 @@ const outcome = (f) => {
   }
 };
 function parseInfer(sig, body, headerLength) {
-  const plain = outcome(() => protocol.parseInfer(sig, body, headerLength));
+  const plain = outcome(() => request.parseInfer(sig, body, headerLength));
   const padded = Buffer.concat([body.subarray(0, headerLength), PAD, body.subarray(headerLength)]);
-  const long = outcome(() => protocol.parseInfer(sig, padded, headerLength + PAD.length));
+  const long = outcome(() => request.parseInfer(sig, padded, headerLength + PAD.length));
   if (plain.error) {
     expect(long.error).toBeInstanceOf(plain.error.constructor);
     // Text that is not JSON is refused as not JSON both ways; V8's message quotes the text
@@ -405,20 +408,20 @@ test('INT8 outputs as JSON integers; float outputs past 65,536 elements are writ
 test('headers from TAKE_BYTES on have the flat number arrays of their data read natively; shorter ones, and other data, are parsed whole', () => {
   const text = JSON.stringify({ id: 'r', inputs: [t('a', 'FP32', [3], [1.5, 0, 1e-7]), t('q', 'INT8', [2], [[1], [2]]), t('m', 'BOOL', [2], [true, 0])] }).replace('[1.5,0,', '[1.5,-0,');
   const long = Buffer.concat([Buffer.from(text), PAD]);
-  const taken = protocol.readHeader(long, long.length);
+  const taken = readHeader(long, long.length);
   expect(taken.arrays).toHaveLength(1);
   expect(Array.from(taken.arrays[0])).toEqual([1.5, -0, 1e-7]);
   expect(taken.header.id).toBe('r');
   // The other inputs' data are as JSON.parse gives them.
   expect(taken.header.inputs.slice(1).map((i) => i.data)).toEqual([[[1], [2]], [true, 0]]);
   const sized = (n) => Buffer.concat([Buffer.from(text), Buffer.alloc(n - text.length, 0x20)]);
-  expect(protocol.readHeader(sized(protocol.TAKE_BYTES), protocol.TAKE_BYTES).arrays).toHaveLength(1);
-  expect(protocol.readHeader(sized(protocol.TAKE_BYTES - 1), protocol.TAKE_BYTES - 1).arrays).toBeNull();
-  expect(protocol.readHeader(Buffer.from(text), text.length)).toEqual({ header: JSON.parse(text), arrays: null });
+  expect(readHeader(sized(TAKE_BYTES), TAKE_BYTES).arrays).toHaveLength(1);
+  expect(readHeader(sized(TAKE_BYTES - 1), TAKE_BYTES - 1).arrays).toBeNull();
+  expect(readHeader(Buffer.from(text), text.length)).toEqual({ header: JSON.parse(text), arrays: null });
   // A number beyond f64 is left to JSON.parse, which makes it Infinity, and FP32 refuses it as written.
   const huge = Buffer.from(`${JSON.stringify({ inputs: [t('a', 'FP32', [4], [1, 2, 3, 0]), t('b', 'FP32', [4], [1, 2, 3, 4])] }).replace(',0]', ',1e400]')}${PAD}`);
-  expect(protocol.readHeader(huge, huge.length).arrays).toHaveLength(1);
-  expect(() => protocol.parseInfer(add, huge, huge.length)).toThrow('input "a": element 3 is Infinity, beyond FP32\'s largest finite value');
+  expect(readHeader(huge, huge.length).arrays).toHaveLength(1);
+  expect(() => parseInfer(add, huge, huge.length)).toThrow('input "a": element 3 is Infinity, beyond FP32\'s largest finite value');
 });
 
 test('mutated requests: the native reader and JSON.parse agree on every one, accepted or refused', () => {

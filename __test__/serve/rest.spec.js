@@ -292,7 +292,7 @@ describe('what a client library never sends (issue 14)', () => {
       [Uint8Array.of(0, 1, 2, 0, 1)],
     );
     const r = await infer(url, 'dtypes', bools.body, bools.headers);
-    expect([r.status, r.json.error]).toEqual([400, 'input "m": bool element 2 is 2; bool values must be 0 or 1']);
+    expect([r.status, r.json.error]).toEqual([400, 'model "dtypes" refused the request\'s inputs: source "m": bool element 2 is 2; bool values must be 0 or 1']);
   });
 
   test('413 for a body over --max-body, declared or chunked, and the server goes on', async () => {

@@ -5,7 +5,7 @@
 // Memory grows with the bytes that arrive: a declared Content-Length is checked against what
 // is left of the budget but neither reserved nor allocated ahead.
 
-const { RequestError } = require('./protocol');
+const { RequestError } = require('./reasons');
 
 /** A body's first buffer; it doubles as bytes arrive, up to the declared length. */
 const FIRST_CAPACITY = 1 << 16;

@@ -4,7 +4,7 @@
 // answers, in place of its values, the k largest of each row (its last dimension) as BYTES
 // strings "score:index" or "score:index:label", labels from the file config.json names for
 // that output. Scores are written as Triton writes them (six decimals). The request's
-// `classification` parameter is checked in protocol.js.
+// `classification` parameter is checked in parameters.js.
 
 const score = (v) => (Number.isNaN(v) ? 'nan' : v === Infinity ? 'inf' : v === -Infinity ? '-inf' : v.toFixed(6));
 

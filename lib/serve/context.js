@@ -6,7 +6,7 @@
 // (infer.js) and the gRPC service (grpc.js); the functions here are what they share.
 
 const { ModelRepository } = require('./repository');
-const { RequestError } = require('./protocol');
+const { RequestError } = require('./reasons');
 const { parserPool } = require('./parsers');
 const { createMetrics } = require('./metrics');
 const { createBudget } = require('./body');

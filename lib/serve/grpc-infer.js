@@ -6,7 +6,9 @@
 // run is inline: no promise or microtask per call.
 
 const { decode, messages } = require('./pb');
-const { RequestError, bad, classified, outputsFor } = require('./protocol');
+const { RequestError, bad } = require('./reasons');
+const { classified } = require('./infer-response');
+const { outputsFor } = require('./signature');
 const { bytesTensor } = require('./classification');
 const { overBudget } = require('./body');
 const { OFF_THREAD_BYTES } = require('./parsers');

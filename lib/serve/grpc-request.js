@@ -4,10 +4,11 @@
 // values from its typed contents or its raw bytes, and the outputs asked for. Pure, so that
 // the parser threads (parse-worker.js) run it too.
 
-const { bad, placement, shmInput, shmOutput, scheduleOf, sequenceOf, classCountOf, inputAs, outputsFor } = require('./protocol');
+const { bad } = require('./reasons');
+const { placement, shmInput, shmOutput, scheduleOf, sequenceOf, classCountOf } = require('./parameters');
+const { ARRAY, inputAs, outputsFor } = require('./signature');
 const { listText: shapeText } = require('./elide');
 
-const ARRAY = { FP32: Float32Array, FP16: Uint16Array, INT8: Int8Array, BOOL: Uint8Array };
 /** The typed-contents field of each datatype (FP16 has none: raw bytes only). */
 const CONTENTS = { FP32: 'fp32Contents', INT8: 'intContents', BOOL: 'boolContents' };
 

@@ -6,7 +6,7 @@
 // (grpc-status.js); ModelInfer is grpc-infer.js, its request checks grpc-request.js.
 
 const { decode, encoders, messages } = require('./pb');
-const { RequestError } = require('./protocol');
+const { RequestError } = require('./reasons');
 const { refusal } = require('./restricted');
 const { STATUS, grpcError, statusOf } = require('./grpc-status');
 const { modelInfer } = require('./grpc-infer');

@@ -6,7 +6,9 @@
 // tensor data, and the request counted in the metrics. Every failure answers through
 // outcomes.js.
 
-const { RequestError, parseInfer, formatInfer } = require('./protocol');
+const { RequestError } = require('./reasons');
+const { parseInfer } = require('./infer-request');
+const { formatInfer } = require('./infer-response');
 const { OFF_THREAD_BYTES } = require('./parsers');
 const { collectBody } = require('./body');
 const { bounded } = require('./elide');

@@ -39,7 +39,8 @@ function runMessage(reason, err, name, v) {
   const where = `${model}${v ? ` version ${v.version}` : ''}`;
   switch (reason) {
     case 'bad_input':
-      return err.message.replace(/^source /, 'input ');
+      // In the runtime's words, which name the input as its source.
+      return `${model} refused the request's inputs: ${err.message}`;
     case 'queue_full':
       return `${model} has ${v.config.maxQueue} requests waiting already: try again shortly`;
     case 'unloading':

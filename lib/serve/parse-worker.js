@@ -4,7 +4,9 @@
 // tensors sent back transferred (they are this thread's fresh arrays: nothing here keeps them).
 const os = require('node:os');
 const { parentPort } = require('node:worker_threads');
-const { parseInfer, signatureFromPortable, RequestError } = require('./protocol');
+const { RequestError } = require('./reasons');
+const { parseInfer } = require('./infer-request');
+const { signatureFromPortable } = require('./signature');
 const { decode, messages, DecodeError } = require('./pb');
 const { parseGrpcInfer } = require('./grpc-request');
 const { notValid } = require('./grpc-status');

@@ -2,12 +2,12 @@
 
 // Large JSON requests parsed off the event loop: a 22 MB body of a million numbers takes
 // JSON.parse about 200 ms, during which no other request is answered. Bodies over a size go
-// to worker threads that run the same parseInfer (lib/serve/protocol.js) and send back the
+// to worker threads that run the same parseInfer (lib/serve/infer-request.js) and send back the
 // input tensors as transferred TypedArrays, so the event loop only hands the body over.
 const os = require('node:os');
 const path = require('node:path');
 const { Worker } = require('node:worker_threads');
-const { RequestError } = require('./protocol');
+const { RequestError } = require('./reasons');
 
 /** JSON headers from this size on are parsed in a worker. */
 const OFF_THREAD_BYTES = 1 << 20;

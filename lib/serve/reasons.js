@@ -44,4 +44,7 @@ class RequestError extends Error {
   }
 }
 
-module.exports = { REASONS, RequestError };
+/** A 400 (gRPC INVALID_ARGUMENT): the request itself is wrong. */
+const bad = (message) => new RequestError('bad_request', message);
+
+module.exports = { REASONS, RequestError, bad };

@@ -4,7 +4,7 @@
 // config and readiness, infer, the repository extension, /metrics), each behind its method and,
 // where the API is restricted, its header.
 
-const { RequestError } = require('./protocol');
+const { RequestError } = require('./reasons');
 const { LoadError } = require('./repository');
 const { readBody } = require('./body');
 const { bounded } = require('./elide');

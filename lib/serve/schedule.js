@@ -4,7 +4,7 @@
 // deadline its `timeout` sets, which the model's timeoutMs caps (a client can shorten the
 // wait, never lengthen it). Unlike Triton's, the deadline covers the run as well as the queue.
 
-const { RequestError } = require('./protocol');
+const { RequestError } = require('./reasons');
 const { checkSequenceRequest } = require('./sequences');
 
 /** Below every level a request names: where requests without one wait, unless the model sets a default. */

@@ -7,7 +7,7 @@
 // waited for up to `waitMs`. A sequence idle for `idleTimeoutMs` (no run of it waiting or
 // running) is ended, as is one whose isolated instance died; at most `maxSequences` are active at once.
 
-const { RequestError } = require('./protocol');
+const { RequestError } = require('./reasons');
 const { stateSources } = require('../sequence');
 
 /** Recently ended sequences remembered for a clearer error, per version. */

@@ -10,7 +10,8 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
-const { RequestError, bad, ARRAY } = require('./protocol');
+const { RequestError, bad } = require('./reasons');
+const { ARRAY } = require('./signature');
 const { overBudget } = require('./body');
 
 /** Where Linux keeps POSIX shared memory objects (shm_open's names). */
