@@ -1,7 +1,7 @@
 //! A loaded, checked artifact (`NativeArtifact`) and what it looks like to JavaScript
 //! (`describe`).
 
-use crate::errors::{js_err, thrown, unsupported, Code};
+use crate::errors::{js_err, thrown, unsupported, Code, Thrown};
 use crate::runtime::{offload_mode, source_index, stage_copy, NativeRuntime, NativeStaged};
 use zgc::abi::ABI_VERSION;
 use zgc::executor::{Core, Owner};
@@ -77,23 +77,35 @@ impl NativeArtifact {
 #[napi]
 impl NativeArtifact {
     #[napi(factory)]
-    pub fn open(path: String) -> napi::Result<NativeArtifact, Code> {
-        Artifact::open(&path).map(NativeArtifact::new).map_err(js_err)
+    pub fn open(env: &Env, path: String) -> Result<NativeArtifact, Thrown> {
+        (|| {
+            Artifact::open(&path).map(NativeArtifact::new).map_err(js_err)
+    
+        })()
+        .map_err(thrown(env))
     }
 
     #[napi(factory)]
-    pub fn from_bytes(bytes: TypedArray<'_>, label: String) -> napi::Result<NativeArtifact, Code> {
-        Artifact::from_bytes(&bytes.arraybuffer, &label).map(NativeArtifact::new).map_err(js_err)
+    pub fn from_bytes(env: &Env, bytes: TypedArray<'_>, label: String) -> Result<NativeArtifact, Thrown> {
+        (|| {
+            Artifact::from_bytes(&bytes.arraybuffer, &label).map(NativeArtifact::new).map_err(js_err)
+    
+        })()
+        .map_err(thrown(env))
     }
 
     #[napi]
-    pub fn describe(&self) -> napi::Result<ArtifactDescription, Code> {
-        Ok(describe(self.artifact()?.description()))
+    pub fn describe(&self, env: &Env) -> Result<ArtifactDescription, Thrown> {
+        (|| {
+            Ok(describe(self.artifact()?.description()))
+    
+        })()
+        .map_err(thrown(env))
     }
 
     /// A new instance; `offload` ('auto', 'always', 'never') rules its async runs.
     #[napi]
-    pub fn instantiate(&self, env: &Env, offload: String) -> napi::Result<NativeRuntime, Code> {
+    pub fn instantiate(&self, env: &Env, offload: String) -> Result<NativeRuntime, Thrown> {
         (|| {
             let mode = offload_mode(&offload)?;
             let artifact = self.artifact()?;
@@ -114,7 +126,7 @@ impl NativeArtifact {
 
     /// Copies a run input into `staged`, for a run that starts later on another thread.
     #[napi]
-    pub fn stage(&self, env: &Env, staged: &NativeStaged, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
+    pub fn stage(&self, env: &Env, staged: &NativeStaged, index: u32, values: TypedArray<'_>) -> Result<(), Thrown> {
         (|| {
             stage_copy(&*self.artifact()?, staged, index, &values)
         })()
@@ -124,7 +136,7 @@ impl NativeArtifact {
     /// New storage for BOUND source `index` that runs borrow one at a time (a sequence's
     /// state): zeros, or `initial` (logical values, C order) packed into its layout.
     #[napi]
-    pub fn lendable(&self, env: &Env, index: u32, initial: Option<TypedArray<'_>>) -> napi::Result<NativeLendable, Code> {
+    pub fn lendable(&self, env: &Env, index: u32, initial: Option<TypedArray<'_>>) -> Result<NativeLendable, Thrown> {
         (|| {
             let artifact = self.artifact()?;
             let index = source_index(&artifact, index)?;
@@ -143,7 +155,7 @@ impl NativeArtifact {
 
     /// Lends `lendable` to the run `staged` is for, for that run only.
     #[napi]
-    pub fn stage_lent(&self, env: &Env, staged: &NativeStaged, lendable: &NativeLendable) -> napi::Result<(), Code> {
+    pub fn stage_lent(&self, env: &Env, staged: &NativeStaged, lendable: &NativeLendable) -> Result<(), Thrown> {
         (|| {
             let feed = self.artifact()?.stage_lent(lendable.index, lendable.storage.clone()).map_err(js_err)?;
             staged.feeds.borrow_mut().push(feed);

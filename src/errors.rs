@@ -34,19 +34,29 @@ pub(crate) fn napi_err(e: napi::Error) -> napi::Error<Code> {
     napi::Error::new(Code::of("ERR_ZGC_NAPI"), e.reason.clone())
 }
 
-/// At a method's return: an error with detail is thrown here, as an object with its
-/// properties, and napi-rs, seeing the exception pending, throws nothing more. Others go on
-/// to napi-rs, which makes them with their code and message.
-pub(crate) fn thrown(env: &Env) -> impl Fn(napi::Error<Code>) -> napi::Error<Code> + '_ {
-    move |e| match &e.status.1 {
-        None => e,
-        Some(detail) => {
-            js::throw(env.raw(), js::with_detail(env.raw(), js::error_object(env.raw(), e.status.0, &e.reason), detail));
-            napi::Error::new(Code::of("PendingException"), e.reason)
-        }
+/// What every `#[napi]` function fails with: an error already thrown as a `ZgcError` with its
+/// fields, or one napi-rs throws with its code and message. Only `thrown` makes one, and it
+/// needs the `Env`, so no method can return an error that loses its fields.
+pub struct Thrown(napi::Error<Code>);
+
+impl From<Thrown> for napi::JsError<Code> {
+    fn from(t: Thrown) -> Self {
+        napi::JsError::from(t.0)
     }
 }
 
+/// At a method's return: an error with detail is thrown here, as an object with its
+/// properties, and napi-rs, seeing the exception pending, throws nothing more. Others go on
+/// to napi-rs, which makes them with their code and message.
+pub(crate) fn thrown(env: &Env) -> impl Fn(napi::Error<Code>) -> Thrown + '_ {
+    move |e| match &e.status.1 {
+        None => Thrown(e),
+        Some(detail) => {
+            js::throw(env.raw(), js::with_detail(env.raw(), js::error_object(env.raw(), e.status.0, &e.reason), detail));
+            Thrown(napi::Error::new(Code::of("PendingException"), e.reason))
+        }
+    }
+}
 
 /// Every `err.code` the package gives (`zgc::error::CODES`), for the JavaScript side and its
 /// tests.

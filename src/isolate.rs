@@ -4,7 +4,7 @@
 //! thread, which settles a promise through a threadsafe function.
 
 use crate::artifact::{describe, ArtifactDescription};
-use crate::errors::{js_err, napi_err, thrown, unsupported, Code};
+use crate::errors::{js_err, napi_err, thrown, unsupported, Code, Thrown};
 use crate::runtime::is_storage;
 use zgc::abi::DType;
 use zgc::dtype::{self, Elements};
@@ -187,15 +187,23 @@ impl NativeIsolate {
     /// Starts the host child for `path` with environment `env` (blocking until it has loaded
     /// and validated the artifact, or `start_timeout_ms`).
     #[napi(factory)]
-    pub fn start(host: String, path: String, env: Vec<String>, start_timeout_ms: f64) -> napi::Result<NativeIsolate, Code> {
-        let timeout = ms(start_timeout_ms).unwrap_or(Duration::from_secs(30));
-        let iso = Isolated::start(&host, &path, &env, timeout).map_err(js_err)?;
-        Ok(NativeIsolate { inner: RefCell::new(Some(iso)), waiter: RefCell::new(None), last: Rc::default(), outstanding: Rc::default() })
+    pub fn start(js_env: &Env, host: String, path: String, env: Vec<String>, start_timeout_ms: f64) -> Result<NativeIsolate, Thrown> {
+        (|| {
+            let timeout = ms(start_timeout_ms).unwrap_or(Duration::from_secs(30));
+            let iso = Isolated::start(&host, &path, &env, timeout).map_err(js_err)?;
+            Ok(NativeIsolate { inner: RefCell::new(Some(iso)), waiter: RefCell::new(None), last: Rc::default(), outstanding: Rc::default() })
+    
+        })()
+        .map_err(thrown(js_env))
     }
 
     #[napi]
-    pub fn describe(&self) -> napi::Result<ArtifactDescription, Code> {
-        self.with(|iso| Ok(describe(&iso.signature)))
+    pub fn describe(&self, env: &Env) -> Result<ArtifactDescription, Thrown> {
+        (|| {
+            self.with(|iso| Ok(describe(&iso.signature)))
+    
+        })()
+        .map_err(thrown(env))
     }
 
     #[napi(getter)]
@@ -205,9 +213,9 @@ impl NativeIsolate {
 
     /// Checks `values` for source `index` as an in-process instance would and writes them
     /// into its input slot, for the next command.
-    #[napi]
     /// `as_storage`: the array is the source's physical storage (`bind()`), whatever its layout.
-    pub fn write(&self, env: &Env, index: u32, values: TypedArray<'_>, as_storage: bool) -> napi::Result<(), Code> {
+    #[napi]
+    pub fn write(&self, env: &Env, index: u32, values: TypedArray<'_>, as_storage: bool) -> Result<(), Thrown> {
         (|| {
             let values = JsArray::of(&values);
             self.with(|iso| {
@@ -239,16 +247,20 @@ impl NativeIsolate {
 
     /// Forgets inputs written for a command that will not be sent.
     #[napi]
-    pub fn clear_marks(&self) -> napi::Result<(), Code> {
-        self.with(|iso| {
-            iso.clear_marks();
-            Ok(())
-        })
+    pub fn clear_marks(&self, env: &Env) -> Result<(), Thrown> {
+        (|| {
+            self.with(|iso| {
+                iso.clear_marks();
+                Ok(())
+            })
+    
+        })()
+        .map_err(thrown(env))
     }
 
     /// Sends a command (1 run, 2 set, 3 storage of source `arg`); returns its number.
     #[napi]
-    pub fn begin(&self, env: &Env, cmd: u32, arg: u32) -> napi::Result<u32, Code> {
+    pub fn begin(&self, env: &Env, cmd: u32, arg: u32) -> Result<u32, Thrown> {
         (|| {
             self.with(|iso| iso.begin(cmd, arg))
         })()
@@ -257,7 +269,7 @@ impl NativeIsolate {
 
     /// Whether command `seq` is done, after spinning for at most `spin_us` on this thread.
     #[napi]
-    pub fn poll(&self, env: &Env, seq: u32, spin_us: f64) -> napi::Result<bool, Code> {
+    pub fn poll(&self, env: &Env, seq: u32, spin_us: f64) -> Result<bool, Thrown> {
         (|| {
             let region = self.with(|iso| Ok(iso.region.clone()))?;
             let done = || child::is_done(&region, seq);
@@ -281,7 +293,7 @@ impl NativeIsolate {
     /// Waits on this thread for command `seq`: 0 done, 1 the child died, 2 timed out, 3 over
     /// its memory cap (the child killed for the last two).
     #[napi]
-    pub fn wait_sync(&self, env: &Env, seq: u32, timeout_ms: f64, max_rss: f64) -> napi::Result<u32, Code> {
+    pub fn wait_sync(&self, env: &Env, seq: u32, timeout_ms: f64, max_rss: f64) -> Result<u32, Thrown> {
         (|| {
             let (live, region) = self.with(|iso| Ok((iso.live(), iso.region.clone())))?;
             let Some(live) = live else { return Err(js_err(Error::Closed)) };
@@ -297,7 +309,7 @@ impl NativeIsolate {
 
     /// `wait_sync` on the waiter thread: a promise of the same code.
     #[napi]
-    pub fn wait<'env>(&self, env: &'env Env, seq: u32, timeout_ms: f64, max_rss: f64) -> napi::Result<Unknown<'env>, Code> {
+    pub fn wait<'env>(&self, env: &'env Env, seq: u32, timeout_ms: f64, max_rss: f64) -> Result<Unknown<'env>, Thrown> {
         (|| {
             let (live, region) = self.with(|iso| Ok((iso.live(), iso.region.clone())))?;
             let Some(live) = live else { return Err(js_err(Error::Closed)) };
@@ -361,7 +373,7 @@ impl NativeIsolate {
 
     /// The child's answer to command `seq`: throws the error it reported.
     #[napi]
-    pub fn answer(&self, env: &Env, seq: u32) -> napi::Result<(), Code> {
+    pub fn answer(&self, env: &Env, seq: u32) -> Result<(), Thrown> {
         (|| {
             self.with(|iso| iso.answer(seq))
         })()
@@ -370,93 +382,102 @@ impl NativeIsolate {
 
     /// Every output of run `seq`, in new arrays (f16 decoded unless `f16_bits`).
     #[napi]
-    pub fn outputs<'env>(&self, env: &'env Env, seq: u32, f16_bits: bool) -> napi::Result<Vec<Unknown<'env>>, Code> {
+    pub fn outputs<'env>(&self, env: &'env Env, seq: u32, f16_bits: bool) -> Result<Vec<Unknown<'env>>, Thrown> {
         (|| {
             let count = self.with(|iso| Ok(iso.signature.outputs.len()))?;
-            (0..count).map(|i| self.output(env, seq, i as u32, f16_bits)).collect::<napi::Result<Vec<_>, Code>>()
+            (0..count).map(|i| self.output_of(env, seq, i as u32, f16_bits)).collect::<napi::Result<Vec<_>, Code>>()
         })()
         .map_err(thrown(env))
     }
 
     #[napi]
-    pub fn output<'env>(&self, env: &'env Env, seq: u32, index: u32, f16_bits: bool) -> napi::Result<Unknown<'env>, Code> {
-        (|| {
-            let data = self.with(|iso| {
-                let info = iso.signature.outputs.get(index as usize).ok_or(Error::OutputIndex { index: i64::from(index), count: iso.signature.outputs.len() })?;
-                let n = info.logical_count;
-                // Straight from the region into the vector that becomes the array: one copy.
-                let (at, len) = iso.output_slot(seq, index as usize);
-                let read = |out: &mut [u8]| {
-                    debug_assert_eq!(out.len(), len);
-                    iso.region.read(at, out);
-                };
-                Ok(match info.dtype {
-                    DType::F32 => {
-                        let mut v = vec![0f32; n];
-                        read(zgc::ffi::memory::bytes_of_mut(&mut v));
-                        OutputData::F32(v)
+    pub fn output<'env>(&self, env: &'env Env, seq: u32, index: u32, f16_bits: bool) -> Result<Unknown<'env>, Thrown> {
+        self.output_of(env, seq, index, f16_bits).map_err(thrown(env))
+    }
+
+    fn output_of<'env>(&self, env: &'env Env, seq: u32, index: u32, f16_bits: bool) -> napi::Result<Unknown<'env>, Code> {
+        let data = self.with(|iso| {
+            let info = iso.signature.outputs.get(index as usize).ok_or(Error::OutputIndex { index: i64::from(index), count: iso.signature.outputs.len() })?;
+            let n = info.logical_count;
+            // Straight from the region into the vector that becomes the array: one copy.
+            let (at, len) = iso.output_slot(seq, index as usize);
+            let read = |out: &mut [u8]| {
+                debug_assert_eq!(out.len(), len);
+                iso.region.read(at, out);
+            };
+            Ok(match info.dtype {
+                DType::F32 => {
+                    let mut v = vec![0f32; n];
+                    read(zgc::ffi::memory::bytes_of_mut(&mut v));
+                    OutputData::F32(v)
+                }
+                DType::F16 => {
+                    let mut bits = vec![0u16; n];
+                    read(zgc::ffi::memory::bytes_of_mut(&mut bits));
+                    if f16_bits {
+                        OutputData::U16(bits)
+                    } else {
+                        let mut out = vec![0.0f32; n];
+                        dtype::decode_f16(&bits, &mut out);
+                        OutputData::F32(out)
                     }
-                    DType::F16 => {
-                        let mut bits = vec![0u16; n];
-                        read(zgc::ffi::memory::bytes_of_mut(&mut bits));
-                        if f16_bits {
-                            OutputData::U16(bits)
-                        } else {
-                            let mut out = vec![0.0f32; n];
-                            dtype::decode_f16(&bits, &mut out);
-                            OutputData::F32(out)
-                        }
-                    }
-                    DType::I8 => {
-                        let mut v = vec![0i8; n];
-                        read(zgc::ffi::memory::bytes_of_mut(&mut v));
-                        OutputData::I8(v)
-                    }
-                    DType::Bool => {
-                        let mut v = vec![0u8; n];
-                        read(&mut v);
-                        OutputData::U8(v)
-                    }
-                })
-            })?;
-            let value = js::output_value(env.raw(), data).map_err(napi_err)?;
-            Ok(js::unknown(env, value))
-        })()
-        .map_err(thrown(env))
+                }
+                DType::I8 => {
+                    let mut v = vec![0i8; n];
+                    read(zgc::ffi::memory::bytes_of_mut(&mut v));
+                    OutputData::I8(v)
+                }
+                DType::Bool => {
+                    let mut v = vec![0u8; n];
+                    read(&mut v);
+                    OutputData::U8(v)
+                }
+            })
+        })?;
+        let value = js::output_value(env.raw(), data).map_err(napi_err)?;
+        Ok(js::unknown(env, value))
     }
 
     /// An ArrayBuffer over the whole shared region (null where external buffers are forbidden).
     #[napi]
-    pub fn region<'env>(&self, env: &'env Env) -> napi::Result<Option<Unknown<'env>>, Code> {
-        let region = self.with(|iso| Ok(iso.region.clone()))?;
-        Ok(js::region_buffer(env.raw(), &region).map_err(napi_err)?.map(|v| js::unknown(env, v)))
+    pub fn region<'env>(&self, env: &'env Env) -> Result<Option<Unknown<'env>>, Thrown> {
+        (|| {
+            let region = self.with(|iso| Ok(iso.region.clone()))?;
+            Ok(js::region_buffer(env.raw(), &region).map_err(napi_err)?.map(|v| js::unknown(env, v)))
+    
+        })()
+        .map_err(thrown(env))
     }
 
     /// Where each frame is in the region, for the facade's own reads and writes of it: per
     /// frame `[statusWord, firstMarkWord, inputs (offset, length)..., outputs (offset, length)...]`,
     /// the first two as indices of the region's u32 words, the slots in bytes.
     #[napi]
-    pub fn frame_layout(&self) -> napi::Result<Vec<Vec<f64>>, Code> {
-        self.with(|iso| {
-            Ok(iso
-                .layout
-                .frames
-                .iter()
-                .map(|f| {
-                    let mut v = vec![((f.at + F_STATUS) / 4) as f64, (f.mark(0) / 4) as f64];
-                    for &(at, len) in f.inputs.iter().chain(&f.outputs) {
-                        v.push(at as f64);
-                        v.push(len as f64);
-                    }
-                    v
-                })
-                .collect())
-        })
+    pub fn frame_layout(&self, env: &Env) -> Result<Vec<Vec<f64>>, Thrown> {
+        (|| {
+            self.with(|iso| {
+                Ok(iso
+                    .layout
+                    .frames
+                    .iter()
+                    .map(|f| {
+                        let mut v = vec![((f.at + F_STATUS) / 4) as f64, (f.mark(0) / 4) as f64];
+                        for &(at, len) in f.inputs.iter().chain(&f.outputs) {
+                            v.push(at as f64);
+                            v.push(len as f64);
+                        }
+                        v
+                    })
+                    .collect())
+            })
+    
+        })()
+        .map_err(thrown(env))
     }
 
     /// `[byteOffset, byteLength]` of source `index`'s storage slot in the region.
     #[napi]
-    pub fn storage_slot(&self, env: &Env, index: u32) -> napi::Result<Vec<f64>, Code> {
+    pub fn storage_slot(&self, env: &Env, index: u32) -> Result<Vec<f64>, Thrown> {
         (|| {
             self.with(|iso| {
                 let (at, len) = *iso.layout.storage.get(index as usize).ok_or(Error::Value { name: format!("#{index}"), detail: "no such source".into() })?;
@@ -489,9 +510,13 @@ impl NativeIsolate {
 
     /// Starts a new child on the same region (after a death); blocks until it has loaded.
     #[napi]
-    pub fn respawn(&self, env: Vec<String>, start_timeout_ms: f64) -> napi::Result<(), Code> {
-        let timeout = ms(start_timeout_ms).unwrap_or(Duration::from_secs(30));
-        self.with(|iso| iso.respawn(&env, timeout))
+    pub fn respawn(&self, js_env: &Env, env: Vec<String>, start_timeout_ms: f64) -> Result<(), Thrown> {
+        (|| {
+            let timeout = ms(start_timeout_ms).unwrap_or(Duration::from_secs(30));
+            self.with(|iso| iso.respawn(&env, timeout))
+    
+        })()
+        .map_err(thrown(js_env))
     }
 
     /// Ends the child and the waiter thread; the region goes with the last view of it.

@@ -2,7 +2,7 @@
 //! on a libuv pool thread for large ones, so that the event loop keeps answering meanwhile;
 //! and the number arrays of a request's inputs read from its JSON (`zgc_json::take_input_data`).
 
-use crate::errors::Code;
+use crate::errors::{thrown, Code, Thrown};
 use zgc::dtype::Elements;
 use crate::js::JsArray;
 use napi::bindgen_prelude::{AsyncTask, Buffer, Float64Array, TypedArray, Uint8Array};
@@ -50,8 +50,11 @@ fn with_values<R>(values: &TypedArray<'_>, f: impl FnOnce(Elements<'_>) -> R) ->
 
 /// `values` as a JSON array: a Float32Array as f32 values, a Uint16Array as f16 bits.
 #[napi(js_name = "tensorJson")]
-pub fn tensor_json(values: TypedArray<'_>) -> napi::Result<String, Code> {
-    with_values(&values, text)
+pub fn tensor_json(env: &Env, values: TypedArray<'_>) -> Result<String, Thrown> {
+    (|| {
+        with_values(&values, text)
+    })()
+    .map_err(thrown(env))
 }
 
 pub struct TensorJson(Values);
@@ -73,13 +76,16 @@ impl Task for TensorJson {
 /// given as its UTF-8 bytes, which a response writes as they are (a string of megabytes would
 /// be made on the event loop, and encoded again there to be sent).
 #[napi(js_name = "tensorJsonAsync")]
-pub fn tensor_json_async(values: TypedArray<'_>) -> napi::Result<AsyncTask<TensorJson>, Code> {
-    let owned = with_values(&values, |e| match e {
-        Elements::F32(v) => Values::F32(v.to_vec()),
-        Elements::U16(v) => Values::F16Bits(v.to_vec()),
-        _ => unreachable!("with_values passes only these"),
-    })?;
-    Ok(AsyncTask::new(TensorJson(owned)))
+pub fn tensor_json_async(env: &Env, values: TypedArray<'_>) -> Result<AsyncTask<TensorJson>, Thrown> {
+    (|| {
+        let owned = with_values(&values, |e| match e {
+            Elements::F32(v) => Values::F32(v.to_vec()),
+            Elements::U16(v) => Values::F16Bits(v.to_vec()),
+            _ => unreachable!("with_values passes only these"),
+        })?;
+        Ok(AsyncTask::new(TensorJson(owned)))
+    })()
+    .map_err(thrown(env))
 }
 
 /// A request's JSON header with its inputs' number arrays taken out.

@@ -2,7 +2,7 @@
 //! (`pto::thread`) and a Promise settled from there. Results come back as a `PtoOutcome`,
 //! which `lib/pto.js` turns into a value or a `PtoError` with its code, rc and operation.
 
-use crate::errors::Code;
+use crate::errors::{thrown, Code, Thrown};
 use zgc::pto::registry::{self, Library};
 use zgc::pto::{Host, LaunchParams, PtoError};
 use zgc::ffi::pto::PtoLibrary;
@@ -73,16 +73,24 @@ pub struct NativePtoLibrary {
 impl NativePtoLibrary {
     /// The process's one copy of the library at `path`.
     #[napi(factory)]
-    pub fn open(path: String) -> napi::Result<NativePtoLibrary, Code> {
-        let library = registry::load_path(&path).map_err(load_err)?;
-        Ok(NativePtoLibrary { path: Some(library.label.clone()), library })
+    pub fn open(env: &Env, path: String) -> Result<NativePtoLibrary, Thrown> {
+        (|| {
+            let library = registry::load_path(&path).map_err(load_err)?;
+            Ok(NativePtoLibrary { path: Some(library.label.clone()), library })
+    
+        })()
+        .map_err(thrown(env))
     }
 
     /// A new copy of the library from its bytes, loaded from an anonymous memfd.
     #[napi(factory)]
-    pub fn from_bytes(bytes: Uint8Array) -> napi::Result<NativePtoLibrary, Code> {
-        let library = registry::load_bytes(bytes.to_vec()).map_err(load_err)?;
-        Ok(NativePtoLibrary { library, path: None })
+    pub fn from_bytes(env: &Env, bytes: Uint8Array) -> Result<NativePtoLibrary, Thrown> {
+        (|| {
+            let library = registry::load_bytes(bytes.to_vec()).map_err(load_err)?;
+            Ok(NativePtoLibrary { library, path: None })
+    
+        })()
+        .map_err(thrown(env))
     }
 
     #[napi(getter)]

@@ -2,7 +2,7 @@
 //! (`NativeStaged`), and the run itself: `run_with`, and the fast functions behind
 //! `Runtime.run()` and inline async runs.
 
-use crate::errors::{js_err, napi_err, thrown, unsupported, Code};
+use crate::errors::{js_err, napi_err, thrown, unsupported, Code, Thrown};
 use crate::{js, js_fast};
 use crate::js::unknown;
 use zgc::abi::{Binding, DType};
@@ -265,7 +265,7 @@ pub(crate) fn queue_stats(lanes: &Lanes) -> QueueStats {
 impl NativeRuntime {
     /// Logical values for a source (copied, or packed into runtime-owned storage).
     #[napi]
-    pub fn set(&self, env: &Env, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
+    pub fn set(&self, env: &Env, index: u32, values: TypedArray<'_>) -> Result<(), Thrown> {
         (|| {
             let artifact = self.artifact()?;
             let index = source_index(&artifact, index)?;
@@ -279,7 +279,7 @@ impl NativeRuntime {
 
     /// Zero-copy binding of physical storage; the array is held until rebound or closed.
     #[napi]
-    pub fn bind(&self, env: &Env, index: u32, storage: TypedArray<'_>) -> napi::Result<(), Code> {
+    pub fn bind(&self, env: &Env, index: u32, storage: TypedArray<'_>) -> Result<(), Thrown> {
         (|| {
             let artifact = self.artifact()?;
             let index = source_index(&artifact, index)?;
@@ -292,7 +292,7 @@ impl NativeRuntime {
     /// JavaScript cannot free it under the artifact: the view's buffer holds a share of it.
     /// Where the host forbids external buffers, a JavaScript array is bound instead.
     #[napi]
-    pub fn storage<'env>(&self, env: &'env Env, index: u32) -> napi::Result<Unknown<'env>, Code> {
+    pub fn storage<'env>(&self, env: &'env Env, index: u32) -> Result<Unknown<'env>, Thrown> {
         (|| {
             let artifact = self.artifact()?;
             let index = source_index(&artifact, index)?;
@@ -320,7 +320,7 @@ impl NativeRuntime {
     /// An async run's input, taken now: applied to the instance at once when it is idle (the
     /// run will start next, so this is its start), else copied into `staged`.
     #[napi]
-    pub fn stage(&self, env: &Env, staged: &NativeStaged, index: u32, values: TypedArray<'_>) -> napi::Result<(), Code> {
+    pub fn stage(&self, env: &Env, staged: &NativeStaged, index: u32, values: TypedArray<'_>) -> Result<(), Thrown> {
         (|| {
             let core = self.core()?;
             if core.pending() == 0 {
@@ -348,7 +348,7 @@ impl NativeRuntime {
     /// `id` (non-zero) lets `cancel` take it back before it starts; it waits behind runs of
     /// its `priority` or higher.
     #[napi]
-    pub fn submit<'env>(&self, env: &'env Env, staged: &NativeStaged, f16_bits: bool, id: f64, priority: i32) -> napi::Result<Unknown<'env>, Code> {
+    pub fn submit<'env>(&self, env: &'env Env, staged: &NativeStaged, f16_bits: bool, id: f64, priority: i32) -> Result<Unknown<'env>, Thrown> {
         (|| {
             let core = self.core()?;
             // A run that starts now copies JavaScript-owned bound storage now, on this thread.
@@ -376,7 +376,7 @@ impl NativeRuntime {
 
     /// Copies output `index` of the last run into `target`.
     #[napi]
-    pub fn copy_output(&self, env: &Env, index: u32, target: TypedArray<'_>) -> napi::Result<(), Code> {
+    pub fn copy_output(&self, env: &Env, index: u32, target: TypedArray<'_>) -> Result<(), Thrown> {
         (|| {
             let artifact = self.artifact()?;
             let mut target = JsArray::of(&target);
@@ -419,8 +419,12 @@ impl NativeRuntime {
     /// queue). It does not keep the runtime alive: after `close()` the functions throw
     /// ERR_ZGC_CLOSED.
     #[napi]
-    pub fn handle<'env>(&self, env: &'env Env) -> napi::Result<Unknown<'env>, Code> {
-        let core = self.core.borrow().as_ref().map(Arc::downgrade).ok_or_else(|| js_err(Error::Closed))?;
-        js_fast::create_handle(env, Target { core, shared: Arc::downgrade(self.lanes.shared()) }).map_err(napi_err)
+    pub fn handle<'env>(&self, env: &'env Env) -> Result<Unknown<'env>, Thrown> {
+        (|| {
+            let core = self.core.borrow().as_ref().map(Arc::downgrade).ok_or_else(|| js_err(Error::Closed))?;
+            js_fast::create_handle(env, Target { core, shared: Arc::downgrade(self.lanes.shared()) }).map_err(napi_err)
+    
+        })()
+        .map_err(thrown(env))
     }
 }

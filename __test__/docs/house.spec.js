@@ -87,6 +87,20 @@ describe('the map of the house holds (docs/contributing.md)', () => {
     }
   });
 
+  test("every binding function that fails with a runtime error fails with Thrown, which only errors.rs makes, from the Env: none can lose the error's fields", () => {
+    let napiFns = 0;
+    for (const f of files('src', '.rs')) {
+      for (const m of code(read(f)).matchAll(/#\[napi[^\]]*\]\s*pub fn (\w+)[^{]*?->\s*([^{]*)\{/g)) {
+        napiFns++;
+        expect([f, m[1], /\bCode\s*>/.test(m[2])]).toEqual([f, m[1], false]);
+      }
+    }
+    expect(napiFns).toBeGreaterThan(40);
+    // Its field is private to errors.rs: `thrown(env)` is the one way to make one.
+    expect(read(path.join('src', 'errors.rs'))).toMatch(/pub struct Thrown\(napi::Error<Code>\);/);
+    for (const f of files('src', '.rs').filter((f) => !f.endsWith('errors.rs'))) expect([f, /\bThrown\(/.test(code(read(f)))]).toEqual([f, false]);
+  });
+
   test("lib/ never imports lib/serve (but the CLI's arguments, which read its limits and restricted names)", () => {
     const outside = files('lib', '.js').filter((f) => !f.startsWith(`lib${path.sep}serve`));
     for (const f of outside) {
