@@ -4,7 +4,7 @@
 // npm run test:hostile [-- --json] [-- --only TEXT]: every attack of issue 34 on `zgc-runtime serve`, on
 // 127.0.0.1 only, one after another, each bounded in time and count. Meanwhile a probe infer
 // runs every 100 ms (HTTP, on a fresh connection each time, and gRPC), checked against a + b.
-// For each attack it asserts: every probe answered correctly within 1 s during the attack and
+// For each attack it asserts: every probe answered correctly within 2 s during the attack and
 // the second after it, the server's RSS under its bound, the process alive, and the attack's
 // own outcome (the status it must get). Prints a table (docs/robustness.md has one) and exits
 // 1 on any breach.
@@ -21,7 +21,9 @@ const { field, streamBody } = require('../__test__/serve/wire');
 
 const BIN = path.join(__dirname, '..', 'bin', 'zgc-runtime.js');
 const MB = 1 << 20;
-const PROBE_MS = 1000;
+// 2 s: the freezes these attacks caused before their fixes lasted 4 s and more, and a loaded
+// 2-core machine answers a probe in up to 1.3 s by itself.
+const PROBE_MS = 2000;
 // The server runs with a 256 MB in-flight budget. Bodies take up to that much, and their text
 // once more while a parser thread reads it (or, for gRPC, grpc-js's received chunks beside the
 // whole message): RSS must stay under twice the budget over the server's RSS at start, plus 300 MB.

@@ -2,13 +2,13 @@
 
 // npm run test:hostile as part of the suite: every attack of issue 34 on a served model, one
 // after another on 127.0.0.1, each asserting that a probe infer (HTTP and gRPC) answers right
-// within 1 s during it and after, that RSS stays under its bound, and that the process lives.
+// within 2 s during it and after, that RSS stays under its bound, and that the process lives.
 const path = require('node:path');
 // The suite's own folder (__test__), which fixtures and helpers are found from.
 const testDir = path.join(__dirname, '..');
 const { spawnSync } = require('node:child_process');
 
-test('every attack is held: probes answered right within 1 s, RSS bounded, the server alive', () => {
+test('every attack is held: probes answered right within 2 s, RSS bounded, the server alive', () => {
   const r = spawnSync(process.execPath, [path.join(testDir, '..', 'scripts', 'hostile.js'), '--json'], { encoding: 'utf8', timeout: 240000 });
   const line = r.stdout.split('\n').find((l) => l.startsWith('{'));
   expect(line).toBeDefined();
