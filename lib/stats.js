@@ -2,8 +2,9 @@
 
 // `stats()` as users read it, one shape for every runtime and pool: latencies in
 // milliseconds, percentiles of recent runs and cumulative histograms over the core's bounds
-// (crates/core/src/executor.rs: HISTOGRAM_BOUNDS_NS). In-process, the core keeps them
-// (`nativeStats`); an isolated instance's are kept here (`Latencies`, `isolatedStats`).
+// (crates/core/src/stats.rs). The core keeps them for every kind of instance: in-process in
+// its queue (`nativeStats`), an isolated instance's in a `NativeStats` that the isolated
+// lanes record into (`isolatedStats`).
 
 const { histogramBoundsNs } = require('./native');
 
@@ -18,10 +19,21 @@ function mergeHistograms(a, b) {
   return { boundsMs: b.boundsMs, counts: b.counts.map((c, i) => c + a.counts[i]), sumMs: a.sumMs + b.sumMs, count: a.count + b.count };
 }
 
+const ms = (ns) => (ns === null || ns === undefined ? null : ns / 1e6);
+
+/** The core's latencies (nanoseconds) as `stats()` gives them, in milliseconds. */
+function latencyStats(l) {
+  const pct = (list) => ({ p50: ms(list[0]), p90: ms(list[1]), p99: ms(list[2]) });
+  return {
+    queueWaitMs: pct(l.queueWaitNs),
+    computeMs: pct(l.computeNs),
+    queueWaitHistogram: histogram(l.queueWaitCounts, ms(l.queueWaitSumNs)),
+    computeHistogram: histogram(l.computeCounts, ms(l.computeSumNs)),
+  };
+}
+
 /** `stats()` as users read it: latencies in milliseconds. */
 function nativeStats(raw) {
-  const ms = (ns) => (ns === null || ns === undefined ? null : ns / 1e6);
-  const pct = (list) => ({ p50: ms(list[0]), p90: ms(list[1]), p99: ms(list[2]) });
   return {
     completed: raw.completed,
     failed: raw.failed,
@@ -31,43 +43,10 @@ function nativeStats(raw) {
     offloaded: raw.offloadedRuns,
     offload: raw.offload,
     decision: raw.decision,
-    queueWaitMs: pct(raw.queueWaitNs),
-    computeMs: pct(raw.computeNs),
-    queueWaitHistogram: histogram(raw.queueWaitCounts, ms(raw.queueWaitSumNs)),
-    computeHistogram: histogram(raw.computeCounts, ms(raw.computeSumNs)),
+    ...latencyStats(raw.latencies),
     estimatedComputeMs: ms(raw.estimatedComputeNs),
     estimatedHopMs: ms(raw.estimatedHopNs),
   };
-}
-
-/** Latencies kept in JavaScript (an isolated instance's), as the core keeps them in-process: recent percentiles and cumulative histograms. */
-class Latencies {
-  constructor() {
-    this.ring = [];
-    this.next = 0;
-    this.counts = new Array(BOUNDS_MS.length + 1).fill(0);
-    this.sum = 0;
-  }
-
-  add(ms) {
-    // The last 4,096, oldest overwritten first (the array grows to that length, then wraps).
-    this.ring[this.next] = ms;
-    this.next = (this.next + 1) % 4096;
-    let bucket = BOUNDS_MS.findIndex((b) => ms <= b);
-    if (bucket < 0) bucket = BOUNDS_MS.length;
-    this.counts[bucket]++;
-    this.sum += ms;
-  }
-
-  percentiles() {
-    const sorted = [...this.ring].sort((a, b) => a - b);
-    const at = (q) => (sorted.length === 0 ? null : sorted[Math.min(sorted.length, Math.max(1, Math.ceil((q / 100) * sorted.length))) - 1]);
-    return { p50: at(50), p90: at(90), p99: at(99) };
-  }
-
-  histogram() {
-    return histogram([...this.counts], this.sum);
-  }
 }
 
 /** `stats()` of an isolated runtime or pool, from its counters, queue and lanes, in the same shape. */
@@ -81,10 +60,7 @@ function isolatedStats(counters, dispatch, lanes) {
     offloaded: counters.completed + counters.failed,
     offload: 'process',
     decision: 'process',
-    queueWaitMs: counters.queueWait.percentiles(),
-    computeMs: counters.compute.percentiles(),
-    queueWaitHistogram: counters.queueWait.histogram(),
-    computeHistogram: counters.compute.histogram(),
+    ...latencyStats(counters.latencies.latencies()),
     estimatedComputeMs: null,
     estimatedHopMs: null,
     crashes: counters.crashes,
@@ -98,4 +74,4 @@ function isolatedStats(counters, dispatch, lanes) {
   };
 }
 
-module.exports = { mergeHistograms, nativeStats, isolatedStats, Latencies };
+module.exports = { mergeHistograms, nativeStats, isolatedStats };

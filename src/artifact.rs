@@ -80,7 +80,6 @@ impl NativeArtifact {
     pub fn open(env: &Env, path: String) -> Result<NativeArtifact, Thrown> {
         (|| {
             Artifact::open(&path).map(NativeArtifact::new).map_err(js_err)
-    
         })()
         .map_err(thrown(env))
     }
@@ -89,7 +88,6 @@ impl NativeArtifact {
     pub fn from_bytes(env: &Env, bytes: TypedArray<'_>, label: String) -> Result<NativeArtifact, Thrown> {
         (|| {
             Artifact::from_bytes(&bytes.arraybuffer, &label).map(NativeArtifact::new).map_err(js_err)
-    
         })()
         .map_err(thrown(env))
     }
@@ -98,7 +96,6 @@ impl NativeArtifact {
     pub fn describe(&self, env: &Env) -> Result<ArtifactDescription, Thrown> {
         (|| {
             Ok(describe(self.artifact()?.description()))
-    
         })()
         .map_err(thrown(env))
     }

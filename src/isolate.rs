@@ -192,7 +192,6 @@ impl NativeIsolate {
             let timeout = ms(start_timeout_ms).unwrap_or(Duration::from_secs(30));
             let iso = Isolated::start(&host, &path, &env, timeout).map_err(js_err)?;
             Ok(NativeIsolate { inner: RefCell::new(Some(iso)), waiter: RefCell::new(None), last: Rc::default(), outstanding: Rc::default() })
-    
         })()
         .map_err(thrown(js_env))
     }
@@ -201,7 +200,6 @@ impl NativeIsolate {
     pub fn describe(&self, env: &Env) -> Result<ArtifactDescription, Thrown> {
         (|| {
             self.with(|iso| Ok(describe(&iso.signature)))
-    
         })()
         .map_err(thrown(env))
     }
@@ -253,7 +251,6 @@ impl NativeIsolate {
                 iso.clear_marks();
                 Ok(())
             })
-    
         })()
         .map_err(thrown(env))
     }
@@ -444,7 +441,6 @@ impl NativeIsolate {
         (|| {
             let region = self.with(|iso| Ok(iso.region.clone()))?;
             Ok(js::region_buffer(env.raw(), &region).map_err(napi_err)?.map(|v| js::unknown(env, v)))
-    
         })()
         .map_err(thrown(env))
     }
@@ -470,7 +466,6 @@ impl NativeIsolate {
                     })
                     .collect())
             })
-    
         })()
         .map_err(thrown(env))
     }
@@ -514,7 +509,6 @@ impl NativeIsolate {
         (|| {
             let timeout = ms(start_timeout_ms).unwrap_or(Duration::from_secs(30));
             self.with(|iso| iso.respawn(&env, timeout))
-    
         })()
         .map_err(thrown(js_env))
     }

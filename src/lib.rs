@@ -8,6 +8,8 @@
 //!   functions behind `Runtime.run()`);
 //! - `pool`: a pool's queue over several runtimes; `queue`: the async queue that brings runs
 //!   back to JavaScript;
+//! - `stats`: latencies in the core's `Stats` for runs JavaScript hands to an isolated
+//!   instance;
 //! - `isolate`: isolated instances (Linux); `pto`: the PTO host library; `json`: exact floats
 //!   as JSON text.
 //!
@@ -20,6 +22,7 @@ mod artifact;
 mod errors;
 mod pool;
 mod runtime;
+mod stats;
 
 #[cfg(target_os = "linux")]
 mod isolate;

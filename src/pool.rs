@@ -96,7 +96,6 @@ impl NativePool {
     pub fn settled<'env>(&self, env: &'env Env) -> Result<Unknown<'env>, Thrown> {
         (|| {
             Ok(unknown(env, self.lanes.when_settled(env.raw())?))
-    
         })()
         .map_err(thrown(env))
     }
@@ -107,7 +106,6 @@ impl NativePool {
     pub fn inline_handle<'env>(&self, env: &'env Env) -> Result<Unknown<'env>, Thrown> {
         (|| {
             js_fast::create_handle(env, Target { core: self.first.clone(), shared: Arc::downgrade(self.lanes.shared()) }).map_err(napi_err)
-    
         })()
         .map_err(thrown(env))
     }

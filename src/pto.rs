@@ -77,7 +77,6 @@ impl NativePtoLibrary {
         (|| {
             let library = registry::load_path(&path).map_err(load_err)?;
             Ok(NativePtoLibrary { path: Some(library.label.clone()), library })
-    
         })()
         .map_err(thrown(env))
     }
@@ -88,7 +87,6 @@ impl NativePtoLibrary {
         (|| {
             let library = registry::load_bytes(bytes.to_vec()).map_err(load_err)?;
             Ok(NativePtoLibrary { library, path: None })
-    
         })()
         .map_err(thrown(env))
     }

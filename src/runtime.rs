@@ -2,6 +2,7 @@
 //! (`NativeStaged`), and the run itself: `run_with`, and the fast functions behind
 //! `Runtime.run()` and inline async runs.
 
+use crate::stats::{latencies, Latencies};
 use crate::errors::{js_err, napi_err, thrown, unsupported, Code, Thrown};
 use crate::{js, js_fast};
 use crate::js::unknown;
@@ -220,15 +221,8 @@ pub struct QueueStats {
     /// The offload option, and what `auto` does now: 'inline' or 'offloaded'.
     pub offload: String,
     pub decision: String,
-    /// Recent latencies, nanoseconds: p50, p90, p99 (null before the first run).
-    pub queue_wait_ns: Vec<Option<f64>>,
-    pub compute_ns: Vec<Option<f64>>,
-    /// Every run since the queue began, per bucket of `histogramBoundsNs()` (then above the
-    /// last), with the sum: what a Prometheus histogram exports.
-    pub queue_wait_counts: Vec<f64>,
-    pub queue_wait_sum_ns: f64,
-    pub compute_counts: Vec<f64>,
-    pub compute_sum_ns: f64,
+    /// Recent latencies and every run's.
+    pub latencies: Latencies,
     /// The estimates `auto` weighs: run time and the cost of a hop, nanoseconds.
     pub estimated_compute_ns: Option<f64>,
     pub estimated_hop_ns: Option<f64>,
@@ -238,8 +232,6 @@ pub(crate) fn queue_stats(lanes: &Lanes) -> QueueStats {
     let shared = lanes.shared();
     let figures = lanes.queue.figures();
     let stats = shared.stats.lock().unwrap_or_else(|p| p.into_inner());
-    let qs = [50.0, 90.0, 99.0];
-    let ns = |v: Vec<Option<u64>>| v.into_iter().map(|x| x.map(|n| n as f64)).collect();
     let policy = &shared.policy;
     QueueStats {
         completed: stats.completed as f64,
@@ -250,12 +242,7 @@ pub(crate) fn queue_stats(lanes: &Lanes) -> QueueStats {
         offloaded_runs: policy.offloaded_runs() as f64,
         offload: policy.mode().as_str().to_owned(),
         decision: if policy.inline() { "inline" } else { "offloaded" }.to_owned(),
-        queue_wait_ns: ns(stats.queue_wait_percentiles(&qs)),
-        compute_ns: ns(stats.compute_percentiles(&qs)),
-        queue_wait_counts: stats.queue_wait_histogram.counts.iter().map(|&c| c as f64).collect(),
-        queue_wait_sum_ns: stats.queue_wait_histogram.sum_ns as f64,
-        compute_counts: stats.compute_histogram.counts.iter().map(|&c| c as f64).collect(),
-        compute_sum_ns: stats.compute_histogram.sum_ns as f64,
+        latencies: latencies(&stats),
         estimated_compute_ns: policy.compute_ns().map(|n| n as f64),
         estimated_hop_ns: policy.hop_ns().map(|n| n as f64),
     }
@@ -423,7 +410,6 @@ impl NativeRuntime {
         (|| {
             let core = self.core.borrow().as_ref().map(Arc::downgrade).ok_or_else(|| js_err(Error::Closed))?;
             js_fast::create_handle(env, Target { core, shared: Arc::downgrade(self.lanes.shared()) }).map_err(napi_err)
-    
         })()
         .map_err(thrown(env))
     }

@@ -1,10 +1,37 @@
 'use strict';
 
 // lib/stats.js: stats() in one shape for every runtime and pool, over the core's histogram
-// bounds (an in-process runtime's from the core's raw figures, an isolated one's from what
-// JavaScript counts), checked against figures worked out by hand.
-const { nativeStats, isolatedStats, Latencies } = require('../../lib/stats');
-const { histogramBoundsNs } = require('../../lib/native');
+// bounds (an in-process runtime's from the core's raw figures, an isolated one's from the
+// core's stats that its lanes record into, NativeStats), checked against figures worked out
+// by hand.
+const { nativeStats, isolatedStats } = require('../../lib/stats');
+const { histogramBoundsNs, NativeStats } = require('../../lib/native');
+
+/** A NativeStats that keeps one kind of latency, as the old JavaScript Latencies did. */
+class Latencies {
+  constructor(kind = 'compute') {
+    this.stats = new NativeStats();
+    this.kind = kind;
+  }
+
+  add(ms) {
+    if (this.kind === 'compute') this.stats.record(true, 0, ms);
+    else this.stats.record(true, ms, 0);
+  }
+
+  percentiles() {
+    const ns = this.stats.latencies()[this.kind === 'compute' ? 'computeNs' : 'queueWaitNs'];
+    const ms = (v) => (v === null ? null : v / 1e6);
+    return { p50: ms(ns[0]), p90: ms(ns[1]), p99: ms(ns[2]) };
+  }
+
+  histogram() {
+    const l = this.stats.latencies();
+    const counts = this.kind === 'compute' ? l.computeCounts : l.queueWaitCounts;
+    const sumNs = this.kind === 'compute' ? l.computeSumNs : l.queueWaitSumNs;
+    return { boundsMs: BOUNDS_MS, counts, sumMs: sumNs / 1e6, count: counts.reduce((a, b) => a + b, 0) };
+  }
+}
 
 // 10 µs to 10 s in 1-2.5-5 steps, as docs/services.md lists them.
 const BOUNDS_MS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000];
@@ -23,12 +50,14 @@ describe('nativeStats: the core\'s raw figures, in milliseconds', () => {
     offloadedRuns: 4,
     offload: 'auto',
     decision: 'inline',
-    queueWaitNs: [1000, 2000, null],
-    computeNs: [3e6, 4e6, 5e6],
-    queueWaitCounts: [1, 0, 2],
-    queueWaitSumNs: 2.5e6,
-    computeCounts: [0, 4],
-    computeSumNs: 12e6,
+    latencies: {
+      queueWaitNs: [1000, 2000, null],
+      computeNs: [3e6, 4e6, 5e6],
+      queueWaitCounts: [1, 0, 2],
+      queueWaitSumNs: 2.5e6,
+      computeCounts: [0, 4],
+      computeSumNs: 12e6,
+    },
     estimatedComputeNs: 250000,
     estimatedHopNs: null,
   };
@@ -57,7 +86,7 @@ describe('nativeStats: the core\'s raw figures, in milliseconds', () => {
   });
 });
 
-describe('Latencies: what an isolated instance counts', () => {
+describe('NativeStats: what an isolated instance records, in milliseconds, kept by the core', () => {
   test('nothing yet: no percentiles, empty histogram', () => {
     const l = new Latencies();
     expect(l.percentiles()).toEqual({ p50: null, p90: null, p99: null });
@@ -116,11 +145,11 @@ describe('Latencies: what an isolated instance counts', () => {
 });
 
 test('isolatedStats: the same shape from counters, queue and lanes', () => {
-  const queueWait = new Latencies();
-  const compute = new Latencies();
-  queueWait.add(2);
-  compute.add(4);
-  const counters = { completed: 5, failed: 1, crashes: 2, restarts: 3, timeouts: 4, memoryKills: 5, aborts: 6, startFailures: 7, queueWait, compute };
+  const latencies = new NativeStats();
+  latencies.record(true, 2, 4);
+  const counters = { completed: 5, failed: 1, crashes: 2, restarts: 3, timeouts: 4, memoryKills: 5, aborts: 6, startFailures: 7, latencies };
+  const bucket = (ms) => BOUNDS_MS.findIndex((b) => ms <= b);
+  const one = (ms) => ({ boundsMs: BOUNDS_MS, counts: Array.from({ length: 20 }, (_, i) => (i === bucket(ms) ? 1 : 0)), sumMs: ms, count: 1 });
   const lanes = [
     { failure: null, closed: false, recovering: false, pid: 11 },
     { failure: null, closed: false, recovering: false, pid: 14 },
@@ -139,8 +168,8 @@ test('isolatedStats: the same shape from counters, queue and lanes', () => {
     decision: 'process',
     queueWaitMs: { p50: 2, p90: 2, p99: 2 },
     computeMs: { p50: 4, p90: 4, p99: 4 },
-    queueWaitHistogram: queueWait.histogram(),
-    computeHistogram: compute.histogram(),
+    queueWaitHistogram: one(2),
+    computeHistogram: one(4),
     estimatedComputeMs: null,
     estimatedHopMs: null,
     crashes: 2,

@@ -165,7 +165,8 @@ class IsolatedRuntime {
       this.#counters.failed++;
       throw err;
     }
-    this.#counters.compute.add(performance.now() - started);
+    // As an in-process sync run: no wait for the instance.
+    this.#counters.latencies.record(true, 0, performance.now() - started);
     this.#counters.completed++;
     const tensors = this.#shape.tensorsOf(lane.outputsOf(lane.lastSeq, this.#shape.f16Bits));
     if (into === undefined) return tensors;

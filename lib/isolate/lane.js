@@ -3,11 +3,10 @@
 // One isolated instance (a Lane): its host process, the runs handed to it, the inputs it must
 // be given again when it starts again, and its own reads and writes of the shared region.
 
-const { NativeIsolate } = require('../native');
+const { NativeIsolate, NativeStats } = require('../native');
 const { ZgcError, fromNative } = require('../errors');
 const { OUTPUT_ARRAYS, STORAGE_ARRAYS } = require('../describe');
 const { f16Values } = require('../numbers');
-const { Latencies } = require('../stats');
 const { PROTOCOL } = require('./protocol');
 const { hostPath, environment } = require('./options');
 
@@ -32,8 +31,8 @@ const CALL_TIMEOUT_MS = 30000;
 class Counters {
   constructor() {
     Object.assign(this, { completed: 0, failed: 0, crashes: 0, restarts: 0, timeouts: 0, memoryKills: 0, aborts: 0, startFailures: 0 });
-    this.queueWait = new Latencies();
-    this.compute = new Latencies();
+    /** Latencies, in the core's stats as in-process runs' are. */
+    this.latencies = new NativeStats();
   }
 }
 
@@ -412,8 +411,7 @@ class Lane {
     const computeMs = now - Math.max(job.handed, this.lastDone);
     this.lastDone = now;
     this.computeMs = this.computeMs * 0.8 + computeMs * 0.2;
-    this.counters.queueWait.add(job.handed - job.submitted);
-    this.counters.compute.add(computeMs);
+    this.counters.latencies.record(code === DONE && !job.aborted, job.handed - job.submitted, computeMs);
     if (job.timing !== undefined) {
       job.timing.queueWaitMs = job.handed - job.submitted;
       job.timing.computeMs = computeMs;
