@@ -117,3 +117,11 @@ impl NativePool {
 pub fn histogram_bounds_ns() -> Vec<f64> {
     HISTOGRAM_BOUNDS_NS.iter().map(|&b| b as f64).collect()
 }
+
+/// The queue's rule (`zgc::executor::admit`) for a queue JavaScript keeps (isolated
+/// instances'): throws `ERR_ZGC_QUEUE_FULL` when it takes no more runs.
+#[napi]
+pub fn admit(env: &Env, waiting: f64, instances: f64, free: f64, max_queue: f64) -> Result<(), Thrown> {
+    // `as usize` saturates: an unbounded queue (Infinity) is usize::MAX.
+    zgc::executor::admit(waiting as usize, instances as usize, free as usize, max_queue as usize).map_err(js_err).map_err(thrown(env))
+}

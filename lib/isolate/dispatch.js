@@ -3,7 +3,8 @@
 // The queue of an isolated runtime or pool: runs wait here and are handed to a lane (an
 // instance) only when it can start them, so a death never fails or repeats a waiting run.
 
-const { ZgcError } = require('../errors');
+const { ZgcError, fromNative } = require('../errors');
+const { admit } = require('../native');
 const { positive } = require('./options');
 const { priorityOf } = require('../options');
 
@@ -51,8 +52,10 @@ class Dispatch {
     const live = this.lanes.filter((l) => l.failure === null);
     if (live.length === 0) throw this.lanes[0].failure;
     const free = this.lanes.filter((l) => l.inflight.length === 0 && l.available).length;
-    if (this.queue.length >= this.maxQueue + free) {
-      throw new ZgcError('ERR_ZGC_QUEUE_FULL', `queue is full: ${this.queue.length} runs wait for ${this.lanes.length} instance(s) (maxQueue ${this.maxQueue})`);
+    try {
+      admit(this.queue.length, this.lanes.length, free, this.maxQueue);
+    } catch (err) {
+      throw fromNative(err);
     }
     if (this.queue.length === 0) {
       const lane = this.lanes.find((l) => l.inflight.length === 0 && l.available);

@@ -21,6 +21,16 @@ use std::time::{Duration, Instant};
 mod lane;
 pub use lane::Core;
 
+/// Whether a queue with `waiting` runs takes one more: up to `max_queue` wait beyond the runs
+/// the `free` ones of its `instances` start at once. The rule of every queue, in-process or
+/// isolated (whose queue JavaScript keeps, and asks here).
+pub fn admit(waiting: usize, instances: usize, free: usize, max_queue: usize) -> Result<()> {
+    if waiting >= max_queue.saturating_add(free) {
+        return Err(Error::QueueFull { waiting, instances, max_queue });
+    }
+    Ok(())
+}
+
 /// What a worker hands the JavaScript thread.
 pub trait Sink<T>: Send + Sync + 'static {
     /// Finished runs. `Err` gives them back when that thread takes nothing more (its
@@ -201,8 +211,8 @@ impl<T: Send + 'static> Queue<T> {
             return Err((Error::Closed, token));
         }
         let free = self.lanes.len().saturating_sub(st.running);
-        if st.jobs.len() >= self.max_queue.saturating_add(free) {
-            return Err((Error::QueueFull { waiting: st.jobs.len(), instances: self.lanes.len(), max_queue: self.max_queue }, token));
+        if let Err(e) = admit(st.jobs.len(), self.lanes.len(), free, self.max_queue) {
+            return Err((e, token));
         }
         if self.owner == Owner::Runtime {
             if let Some(core) = self.lanes.first().and_then(Weak::upgrade) {
