@@ -14,7 +14,7 @@ const { spawnSync } = require('node:child_process');
 const { load, createPool, ZgcError } = require('../..');
 const { fixture, rng, randomF32, f16Bits, toPhysical } = require('../helpers');
 const { expectDtypes, randomDtypeValues } = require('../dtypes-model');
-const { ISO, x, expected, alive, fdCount, tempLog, executions, clearFaultyEnv } = require('./faulty');
+const { ISO, x, expected, alive, fdCount, tempLog, executions, holdFile, clearFaultyEnv } = require('./faulty');
 
 clearFaultyEnv();
 
@@ -442,6 +442,34 @@ describe('serve: an isolated model next to a healthy one (issue 26)', () => {
       expect(metrics).toMatch(/zgc_instances_alive\{model="add",version="1"\} 2/);
     } finally {
       agent.destroy();
+      await server.stop();
+    }
+  }, 60000);
+
+  test('metrics show a held request in flight, and nothing once it is answered', async () => {
+    const hold = holdFile();
+    const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-iso-serve-'));
+    writeModel(repo, 'faulty', { 1: 'faulty' }, { instances: 1, isolate: 'process' });
+    const server = await listenInProcess([repo, '--poll-ms', '0']);
+    const scrape = () => new Promise((resolve) => http.get(`${server.url}/metrics`, (res) => {
+      let text = '';
+      res.on('data', (d) => (text += d));
+      res.on('end', () => resolve(text));
+    }));
+    try {
+      // Mode 7: the run waits in the child until the hold file exists.
+      const answer = post(false, `${server.url}/v2/models/faulty/infer`, { inputs: [tensor('x', [4], [1, 2, 3, 4]), tensor('mode', [], [7]), tensor('id', [], [1])] });
+      let text = await scrape();
+      while (!/^zgc_runs_in_flight\{model="faulty",version="1"\} 1$/m.test(text)) text = await scrape();
+      expect(text).toMatch(/^zgc_http_requests_in_flight 1$/m);
+      hold.release();
+      const r = await answer;
+      expect([r.status, r.body.outputs[0].data]).toEqual([200, expected([1, 2, 3, 4])]);
+      text = await scrape();
+      expect(text).toMatch(/^zgc_http_requests_in_flight 0$/m);
+      expect(text).toMatch(/^zgc_runs_in_flight\{model="faulty",version="1"\} 0$/m);
+    } finally {
+      hold.release();
       await server.stop();
     }
   }, 60000);

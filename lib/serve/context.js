@@ -40,6 +40,7 @@ function createContext(config) {
     parsers,
     poller: null,
   };
+  metrics.watchState(ctx.state);
   if (config.modelControl === 'poll' && config.pollMs > 0) {
     ctx.poller = setInterval(() => {
       for (const r of repository.poll()) log(r.ok ? `model "${r.name}" reloaded` : `model "${r.name}" failed to reload, still serving what it served: ${r.reason}`);

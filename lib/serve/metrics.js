@@ -53,78 +53,93 @@ function nativeHistogram(registry, name, help, field, repository, retired) {
 
 const versionFigures = () => ({ success: { count: 0, ns: 0 }, fail: { count: 0, ns: 0 }, input: { count: 0, ns: 0 }, output: { count: 0, ns: 0 }, last: 0 });
 
-function createMetrics(repository) {
-  const registry = new client.Registry();
-  client.collectDefaultMetrics({ register: registry });
-  // Request counts and durations are kept in plain arrays and read at scrape time: a
-  // prom-client observe hashes its labels and costs a tiny infer's worth of time.
-  const requests = new Map();
-  const durations = new Map();
-  // Per model and version, what the statistics extension reports (statistics.js).
-  const perVersion = new Map();
-  registry.registerMetric({
+/** A gauge per served model version, set at scrape time from its pool. */
+function perVersionGauge(m, name, help, pick) {
+  return new client.Gauge({
+    name,
+    help,
+    labelNames: ['model', 'version'],
+    registers: [m.registry],
+    collect() {
+      this.reset();
+      for (const v of m.repository.served()) {
+        const value = pick(v);
+        if (value !== undefined) this.set({ model: v.model.name, version: v.version }, value);
+      }
+    },
+  });
+}
+
+/** A counter per served model version, read at scrape time (a switched-out version's stops with it). */
+function perVersionCounter(m, name, help, pick) {
+  return new client.Counter({
+    name,
+    help,
+    labelNames: ['model', 'version'],
+    registers: [m.registry],
+    collect() {
+      this.reset();
+      for (const v of m.repository.served()) {
+        const value = pick(v);
+        if (value !== undefined) this.inc({ model: v.model.name, version: v.version }, value);
+      }
+    },
+  });
+}
+
+/** Requests: counts by outcome and protocol, durations, and those being answered. */
+function requestMetrics(m) {
+  // Kept in plain maps and read at scrape time: a prom-client observe hashes its labels and
+  // costs a tiny infer's worth of time.
+  m.registry.registerMetric({
     name: 'zgc_inference_requests_total',
     help: 'Inference requests by model, version, outcome and protocol (rest, grpc)',
     type: 'counter',
     aggregator: 'sum',
     get() {
-      const values = [...requests.values()].map((r) => ({ labels: r.labels, value: r.count }));
+      const values = [...m.requests.values()].map((r) => ({ labels: r.labels, value: r.count }));
       return { name: this.name, help: this.help, type: 'counter', values, aggregator: 'sum' };
     },
   });
-  registry.registerMetric({
+  m.registry.registerMetric({
     name: 'zgc_request_duration_seconds',
     help: 'Inference request time, from its first byte to its response',
     type: 'histogram',
     aggregator: 'sum',
     get() {
       const values = [];
-      for (const [model, h] of durations) bucketLines(values, this.name, { model }, DURATION_BOUNDS, h.counts, h.sum, h.count);
+      for (const [model, h] of m.durations) bucketLines(values, this.name, { model }, DURATION_BOUNDS, h.counts, h.sum, h.count);
       return { name: this.name, help: this.help, type: 'histogram', values, aggregator: 'sum' };
     },
   });
-  // Histograms of pools already switched out, merged per model and version.
-  const retired = new Map();
-  const figures = (name, help, pick) =>
-    new client.Gauge({
-      name,
-      help,
-      labelNames: ['model', 'version'],
-      registers: [registry],
-      collect() {
-        this.reset();
-        for (const v of repository.served()) this.set({ model: v.model.name, version: v.version }, pick(v.pool));
-      },
-    });
-  figures('zgc_queue_depth', 'Runs waiting for a free instance', (pool) => pool.pending);
-  figures('zgc_runs_in_flight', 'Runs executing now', (pool) => pool.inFlight);
+  new client.Gauge({ name: 'zgc_http_requests_in_flight', help: 'Inference requests being answered (REST and gRPC)', registers: [m.registry], collect() { this.set(m.state === null ? 0 : m.state.active); } });
+}
+
+/** Pools: queue depth, runs in flight, instances alive, isolated instances' deaths, and the runs' latency histograms. */
+function poolMetrics(m) {
+  perVersionGauge(m, 'zgc_queue_depth', 'Runs waiting for a free instance', (v) => v.pool.pending);
+  perVersionGauge(m, 'zgc_runs_in_flight', 'Runs executing now', (v) => v.pool.inFlight);
   // Isolated models (isolate: 'process'): what their instances' processes went through.
-  // Counts of a switched-out version's pool stop with it (series may restart from zero).
-  const lifecycle = (name, help, pick) =>
-    new client.Counter({
-      name,
-      help,
-      labelNames: ['model', 'version'],
-      registers: [registry],
-      collect() {
-        this.reset();
-        for (const v of repository.served()) if (v.pool.isolate === 'process') this.inc({ model: v.model.name, version: v.version }, pick(v.pool.stats()));
-      },
-    });
-  lifecycle('zgc_instance_crashes_total', 'Runs that failed because their instance process died (isolate: process)', (s) => s.crashes + s.memoryKills);
-  lifecycle('zgc_instance_restarts_total', 'Instance processes started again after a death, timeout or abort', (s) => s.restarts);
-  lifecycle('zgc_instance_timeouts_total', 'Runs stopped at their model timeoutMs, their process killed', (s) => s.timeouts);
-  figures('zgc_instances_alive', 'Instances able to run now (an isolated one is not while its process restarts)', (pool) => (pool.isolate === 'process' ? pool.stats().alive : pool.size));
-  const active = new client.Gauge({ name: 'zgc_http_requests_in_flight', help: 'HTTP requests being answered', registers: [registry] });
-  // Batched models (config.json "dynamicBatching"): the rows each run held, by the variants' sizes, and the rows of zeros padded.
-  registry.registerMetric({
+  const isolated = (pick) => (v) => (v.pool.isolate === 'process' ? pick(v.pool.stats()) : undefined);
+  perVersionCounter(m, 'zgc_instance_crashes_total', 'Runs that failed because their instance process died (isolate: process)', isolated((s) => s.crashes + s.memoryKills));
+  perVersionCounter(m, 'zgc_instance_restarts_total', 'Instance processes started again after a death, timeout or abort', isolated((s) => s.restarts));
+  perVersionCounter(m, 'zgc_instance_timeouts_total', 'Runs stopped at their model timeoutMs, their process killed', isolated((s) => s.timeouts));
+  perVersionGauge(m, 'zgc_instances_alive', 'Instances able to run now (an isolated one is not while its process restarts)', (v) => (v.pool.isolate === 'process' ? v.pool.stats().alive : v.pool.size));
+  nativeHistogram(m.registry, 'zgc_queue_wait_seconds', 'Time runs waited for an instance', 'queueWaitHistogram', m.repository, m.retired);
+  nativeHistogram(m.registry, 'zgc_compute_seconds', 'Time runs took on an instance', 'computeHistogram', m.repository, m.retired);
+}
+
+/** Batched models (config.json "dynamicBatching") and sequence models ("sequenceBatching"). */
+function batchingMetrics(m) {
+  // The rows each run held, by the variants' sizes, and the rows of zeros padded.
+  m.registry.registerMetric({
     name: 'zgc_batch_rows',
     help: "Rows of requests each batched run held (buckets: the model's batch variants)",
     type: 'histogram',
     aggregator: 'sum',
     get() {
       const values = [];
-      for (const v of repository.served()) {
+      for (const v of m.repository.served()) {
         const batcher = v.pool.batcher;
         if (batcher === undefined) continue;
         const s = batcher.stats();
@@ -136,126 +151,132 @@ function createMetrics(repository) {
       return { name: 'zgc_batch_rows', help: this.help, type: 'histogram', values, aggregator: 'sum' };
     },
   });
-  new client.Counter({
-    name: 'zgc_batch_padded_rows_total',
-    help: 'Rows of zeros run to fill batch variants',
-    labelNames: ['model', 'version'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const v of repository.served()) if (v.pool.batcher !== undefined) this.inc({ model: v.model.name, version: v.version }, v.pool.batcher.stats().paddedRows);
-    },
-  });
-  // Models with "sequenceBatching": client sequences active now, and those ended by their idle timeout.
-  new client.Gauge({
-    name: 'zgc_sequences_active',
-    help: 'Client sequences active (sequence_id), each with its own state',
-    labelNames: ['model', 'version'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const v of repository.served()) if (v.sequences !== undefined) this.set({ model: v.model.name, version: v.version }, v.sequences.size);
-    },
-  });
-  new client.Counter({
-    name: 'zgc_sequences_expired_total',
-    help: 'Client sequences ended because no request came for idleTimeoutMs',
-    labelNames: ['model', 'version'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const v of repository.served()) if (v.sequences !== undefined) this.inc({ model: v.model.name, version: v.version }, v.sequences.expired);
-    },
-  });
-  nativeHistogram(registry, 'zgc_queue_wait_seconds', 'Time runs waited for an instance', 'queueWaitHistogram', repository, retired);
-  nativeHistogram(registry, 'zgc_compute_seconds', 'Time runs took on an instance', 'computeHistogram', repository, retired);
+  perVersionCounter(m, 'zgc_batch_padded_rows_total', 'Rows of zeros run to fill batch variants', (v) => (v.pool.batcher === undefined ? undefined : v.pool.batcher.stats().paddedRows));
+  perVersionGauge(m, 'zgc_sequences_active', 'Client sequences active (sequence_id), each with its own state', (v) => (v.sequences === undefined ? undefined : v.sequences.size));
+  perVersionCounter(m, 'zgc_sequences_expired_total', 'Client sequences ended because no request came for idleTimeoutMs', (v) => (v.sequences === undefined ? undefined : v.sequences.expired));
+}
 
-  // The in-flight budget (lib/serve/body.js) and the connection limit.
-  let budget = null;
-  new client.Gauge({ name: 'zgc_inflight_bytes', help: 'Bytes of request bodies held by requests being answered', registers: [registry], collect() { this.set(budget === null ? 0 : budget.held); } });
-  new client.Gauge({ name: 'zgc_inflight_limit_bytes', help: 'The in-flight budget (--max-inflight-bytes)', registers: [registry], collect() { this.set(budget === null ? 0 : budget.limit); } });
-  new client.Counter({ name: 'zgc_inflight_refusals_total', help: 'Requests refused with 503 because the in-flight budget was full', registers: [registry], collect() { this.reset(); this.inc(budget === null ? 0 : budget.refused); } });
-  // Client shared memory regions (lib/serve/shm.js).
-  let regions = null;
-  new client.Gauge({ name: 'zgc_shm_regions', help: 'Client shared memory regions registered (--allow-client-shm)', registers: [registry], collect() { this.set(regions === null ? 0 : regions.count); } });
-  new client.Gauge({ name: 'zgc_shm_region_bytes', help: 'Bytes the registered client shared memory regions span', registers: [registry], collect() { this.set(regions === null ? 0 : regions.bytes); } });
-  const connectionRefusals = new client.Counter({ name: 'zgc_connection_refusals_total', help: 'Connections refused because --max-connections were open and none was idle', registers: [registry] });
+/** The server's limits: the in-flight budget (lib/serve/body.js), client shared memory, connections. */
+function limitMetrics(m) {
+  const budget = (pick) => () => (m.budget === null ? 0 : pick(m.budget));
+  new client.Gauge({ name: 'zgc_inflight_bytes', help: 'Bytes of request bodies held by requests being answered', registers: [m.registry], collect() { this.set(budget((b) => b.held)()); } });
+  new client.Gauge({ name: 'zgc_inflight_limit_bytes', help: 'The in-flight budget (--max-inflight-bytes)', registers: [m.registry], collect() { this.set(budget((b) => b.limit)()); } });
+  new client.Counter({ name: 'zgc_inflight_refusals_total', help: 'Requests refused with 503 because the in-flight budget was full', registers: [m.registry], collect() { this.reset(); this.inc(budget((b) => b.refused)()); } });
+  new client.Gauge({ name: 'zgc_shm_regions', help: 'Client shared memory regions registered (--allow-client-shm)', registers: [m.registry], collect() { this.set(m.regions === null ? 0 : m.regions.count); } });
+  new client.Gauge({ name: 'zgc_shm_region_bytes', help: 'Bytes the registered client shared memory regions span', registers: [m.registry], collect() { this.set(m.regions === null ? 0 : m.regions.bytes); } });
+  m.connectionRefusals = new client.Counter({ name: 'zgc_connection_refusals_total', help: 'Connections refused because --max-connections were open and none was idle', registers: [m.registry] });
+}
+
+/** A server's metrics: one prom-client registry, and what the statistics extension reports. */
+class Metrics {
+  constructor(repository) {
+    this.repository = repository;
+    this.registry = new client.Registry();
+    client.collectDefaultMetrics({ register: this.registry });
+    /** Request counts and durations (see requestMetrics), and per model version what statistics.js reports. */
+    this.requests = new Map();
+    this.durations = new Map();
+    this.perVersion = new Map();
+    /** Histograms of pools already switched out, merged per model and version. */
+    this.retired = new Map();
+    /** What the server hands over once made: its in-flight budget, shared memory regions and request state. */
+    this.budget = null;
+    this.regions = null;
+    this.state = null;
+    requestMetrics(this);
+    poolMetrics(this);
+    batchingMetrics(this);
+    limitMetrics(this);
+  }
+
+  get contentType() {
+    return this.registry.contentType;
+  }
+
+  text() {
+    return this.registry.metrics();
+  }
+
+  watchBudget(b) {
+    this.budget = b;
+  }
+
+  watchRegions(r) {
+    this.regions = r;
+  }
+
+  watchState(state) {
+    this.state = state;
+  }
+
+  refuseConnection() {
+    this.connectionRefusals.inc();
+  }
 
   /** Keeps what a closed pool counted, so that its model's series never go down. */
-  function retire(version) {
+  retire(version) {
     const key = keyOf(version.model.name, version.version);
     const s = version.pool.stats();
-    const prev = retired.get(key) || {};
-    retired.set(key, {
+    const prev = this.retired.get(key) || {};
+    this.retired.set(key, {
       labels: { model: version.model.name, version: version.version },
       queueWaitHistogram: mergeHistograms(prev.queueWaitHistogram, s.queueWaitHistogram),
       computeHistogram: mergeHistograms(prev.computeHistogram, s.computeHistogram),
     });
   }
 
-  return {
-    registry,
-    retire,
-    active,
-    watchBudget(b) {
-      budget = b;
-    },
-    watchRegions(r) {
-      regions = r;
-    },
-    refuseConnection: () => connectionRefusals.inc(),
-    /**
-     * One finished inference request; a successful one's parse (`inputMs`) and answer
-     * (`outputMs`) times too, the statistics extension's compute_input and compute_output.
-     */
-    count(model, version, outcome, seconds, protocol, inputMs, outputMs) {
-      const key = `${model}\u0000${version}\u0000${outcome}\u0000${protocol}`;
-      let r = requests.get(key);
-      if (r === undefined) requests.set(key, (r = { labels: { model, version, outcome, protocol }, count: 0 }));
-      r.count++;
-      let h = durations.get(model);
-      if (h === undefined) durations.set(model, (h = { counts: new Float64Array(DURATION_BOUNDS.length + 1), sum: 0, count: 0 }));
-      let b = 0;
-      while (b < DURATION_BOUNDS.length && seconds > DURATION_BOUNDS[b]) b++;
-      h.counts[b]++;
-      h.sum += seconds;
-      h.count++;
-      if (version === '') return;
-      const vk = keyOf(model, version);
-      let f = perVersion.get(vk);
-      if (f === undefined) perVersion.set(vk, (f = versionFigures()));
-      const ns = Math.round(seconds * 1e9);
-      if (outcome === 'success') {
-        f.success.count++;
-        f.success.ns += ns;
-        f.input.count++;
-        f.input.ns += Math.round(inputMs * 1e6);
-        f.output.count++;
-        f.output.ns += Math.round(outputMs * 1e6);
-        f.last = Date.now();
-      } else {
-        f.fail.count++;
-        f.fail.ns += ns;
-      }
-    },
-    /**
-     * What the statistics extension reports of one model version: its requests' counts and
-     * times, and its runs' queue wait and compute from the same histograms /metrics shows
-     * (with those of its pools switched out).
-     */
-    versionStats(v) {
-      const key = keyOf(v.model.name, v.version);
-      const f = perVersion.get(key) || versionFigures();
-      const r = retired.get(key);
-      const s = v.pool.stats();
-      const queue = r ? mergeHistograms(r.queueWaitHistogram, s.queueWaitHistogram) : s.queueWaitHistogram;
-      const compute = r ? mergeHistograms(r.computeHistogram, s.computeHistogram) : s.computeHistogram;
-      const asDuration = (h) => ({ count: h.count, ns: Math.round(h.sumMs * 1e6) });
-      return { ...f, queue: asDuration(queue), compute: asDuration(compute) };
-    },
-    text: () => registry.metrics(),
-    contentType: registry.contentType,
-  };
+  /**
+   * One finished inference request; a successful one's parse (`inputMs`) and answer
+   * (`outputMs`) times too, the statistics extension's compute_input and compute_output.
+   */
+  count(model, version, outcome, seconds, protocol, inputMs, outputMs) {
+    const key = `${model}\u0000${version}\u0000${outcome}\u0000${protocol}`;
+    let r = this.requests.get(key);
+    if (r === undefined) this.requests.set(key, (r = { labels: { model, version, outcome, protocol }, count: 0 }));
+    r.count++;
+    let h = this.durations.get(model);
+    if (h === undefined) this.durations.set(model, (h = { counts: new Float64Array(DURATION_BOUNDS.length + 1), sum: 0, count: 0 }));
+    let b = 0;
+    while (b < DURATION_BOUNDS.length && seconds > DURATION_BOUNDS[b]) b++;
+    h.counts[b]++;
+    h.sum += seconds;
+    h.count++;
+    if (version === '') return;
+    const vk = keyOf(model, version);
+    let f = this.perVersion.get(vk);
+    if (f === undefined) this.perVersion.set(vk, (f = versionFigures()));
+    const ns = Math.round(seconds * 1e9);
+    if (outcome === 'success') {
+      f.success.count++;
+      f.success.ns += ns;
+      f.input.count++;
+      f.input.ns += Math.round(inputMs * 1e6);
+      f.output.count++;
+      f.output.ns += Math.round(outputMs * 1e6);
+      f.last = Date.now();
+    } else {
+      f.fail.count++;
+      f.fail.ns += ns;
+    }
+  }
+
+  /**
+   * What the statistics extension reports of one model version: its requests' counts and
+   * times, and its runs' queue wait and compute from the same histograms /metrics shows
+   * (with those of its pools switched out).
+   */
+  versionStats(v) {
+    const key = keyOf(v.model.name, v.version);
+    const f = this.perVersion.get(key) || versionFigures();
+    const r = this.retired.get(key);
+    const s = v.pool.stats();
+    const queue = r ? mergeHistograms(r.queueWaitHistogram, s.queueWaitHistogram) : s.queueWaitHistogram;
+    const compute = r ? mergeHistograms(r.computeHistogram, s.computeHistogram) : s.computeHistogram;
+    const asDuration = (h) => ({ count: h.count, ns: Math.round(h.sumMs * 1e6) });
+    return { ...f, queue: asDuration(queue), compute: asDuration(compute) };
+  }
 }
+
+const createMetrics = (repository) => new Metrics(repository);
 
 module.exports = { createMetrics, OUTCOMES };
