@@ -42,49 +42,74 @@ function infer(ctx, req, res, name, versionText, started) {
   collectBody(req, { maxBody: ctx.config.maxBody, budget: ctx.budget, claim: head.claim, headerLength: head.headerLength }, (err, body) => void answerInfer(head, err, body));
 }
 
-/** The request once its body is read (or `bodyError` when it could not be): parsed, run, answered and counted. */
-async function answerInfer(head, bodyError, body) {
-  const { ctx, req, res, name, versionText, started, t0, claim, headerLength } = head;
-  let { v } = head;
-  const { state, budget, parsers, repository, metrics } = ctx;
-  let outcome = 'success';
-  let controller = null;
-  let timer = null;
-  let answered = false;
-  // The parse and the answer's making, in ms: the statistics' compute_input and compute_output.
-  let inputMs = 0;
-  let outputMs = 0;
-  // The client shared memory regions the request reads or writes, held until it is answered.
-  let held = null;
-  // The request's trace, when an OpenTelemetry SDK records it (tracing.js).
-  const trace = startTrace(name, 'rest', t0, req.headers.traceparent, req.headers.tracestate);
-  let failure;
-  const answer = (status, message, headers, code) => {
-    if (answered || res.destroyed) return;
-    answered = true;
-    if (state.draining) res.shouldKeepAlive = false;
+/** Writes a formatted infer response: JSON alone, or a JSON header and binary tensor data. */
+function sendTensors(res, { head, chunks }) {
+  if (chunks.length === 0) {
+    res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(head) });
+    res.end(head);
+    return;
+  }
+  const headBytes = typeof head === 'string' ? Buffer.from(head) : head;
+  let total = headBytes.length;
+  for (const c of chunks) total += c.byteLength;
+  res.writeHead(200, { 'content-type': 'application/octet-stream', 'inference-header-content-length': headBytes.length, 'content-length': total });
+  res.cork();
+  res.write(headBytes);
+  for (const c of chunks) res.write(c);
+  res.end();
+  res.uncork();
+}
+
+/** One REST infer once its body is read: its state from the parse to the count in the metrics. */
+class Exchange {
+  constructor(head) {
+    this.head = head;
+    this.outcome = 'success';
+    this.answered = false;
+    // The parse and the answer's making, in ms: the statistics' compute_input and compute_output.
+    this.inputMs = 0;
+    this.outputMs = 0;
+    // The client shared memory regions the request reads or writes, held until it is answered.
+    this.held = null;
+    // The request's trace, when an OpenTelemetry SDK records it (tracing.js).
+    this.trace = startTrace(head.name, 'rest', head.t0, head.req.headers.traceparent, head.req.headers.tracestate);
+    this.failure = undefined;
+  }
+
+  /** Answers an error, once, unless the client is gone. */
+  answer(status, message, headers, code) {
+    const { res, ctx } = this.head;
+    if (this.answered || res.destroyed) return;
+    this.answered = true;
+    if (ctx.state.draining) res.shouldKeepAlive = false;
     if (message !== undefined) send(res, status, code === undefined ? { error: message } : { error: message, code }, headers);
-  };
-  // A run that waits for a worker: the deadline (the model's timeoutMs, or the request's
-  // shorter timeout) answers 504 and takes it off the queue, or drops its answer; a client that
-  // goes away takes it off too.
-  const offloaded = (version, request, priority) => {
+  }
+
+  /**
+   * A run that waits for a worker: the deadline (the model's timeoutMs, or the request's
+   * shorter timeout) answers 504 and takes it off the queue, or drops its answer; a client
+   * that goes away takes it off too.
+   */
+  offloaded(version, request, priority) {
+    const { res, name } = this.head;
+    const trace = this.trace;
     const limit = deadline(version.config, request.timeoutUs, name);
-    controller = new AbortController();
+    const controller = new AbortController();
+    let timer = null;
     const onClose = () => {
-      if (!answered) {
-        outcome = 'canceled';
-        answered = true;
+      if (!this.answered) {
+        this.outcome = 'canceled';
+        this.answered = true;
         controller.abort(new RequestError('canceled', 'the client went away'));
       }
     };
     res.once('close', onClose);
     if (limit.ms > 0) {
       timer = setTimeout(() => {
-        outcome = 'timeout';
+        this.outcome = 'timeout';
         const err = new RequestError('timeout', limit.message);
         controller.abort(err);
-        answer(504, err.message);
+        this.answer(504, err.message);
       }, limit.ms);
     }
     const options = runOptions(version.pool, controller.signal, priority, limit);
@@ -96,23 +121,26 @@ async function answerInfer(head, bodyError, body) {
       res.off('close', onClose);
       if (timing !== undefined) runSteps(trace, timing, submitted, performance.now());
     });
-  };
-  try {
-    if (bodyError !== null) throw bodyError;
+  }
+
+  /** Parses, runs and answers the request; throws what answers it otherwise. */
+  async respond(body) {
+    const { ctx, res, name, versionText, claim, headerLength } = this.head;
+    const trace = this.trace;
     if (headerLength !== undefined && headerLength > body.length) throw new RequestError('bad_request', `Inference-Header-Content-Length is ${headerLength}, the body has only ${body.length} bytes`);
     // Looked up again: a reload may have switched versions while the body arrived.
-    v = resolveVersion(ctx, name, versionText);
+    const v = (this.head.v = resolveVersion(ctx, name, versionText));
     const jsonLength = headerLength === undefined ? body.length : headerLength;
     const parseStart = performance.now();
     // A large JSON header is parsed on a parser thread, so that other requests are answered meanwhile.
-    const request = jsonLength >= OFF_THREAD_BYTES ? await parsers.parse(v.signature, body, jsonLength) : parseInfer(v.signature, body, jsonLength);
-    if (answered) return;
+    const request = jsonLength >= OFF_THREAD_BYTES ? await ctx.parsers.parse(v.signature, body, jsonLength) : parseInfer(v.signature, body, jsonLength);
+    if (this.answered) return;
     if (request.shmInputs !== undefined || request.shmOutputs !== undefined) {
-      held = await ctx.shm.stage(request, budget, claim);
-      if (answered) return;
+      this.held = await ctx.shm.stage(request, ctx.budget, claim);
+      if (this.answered) return;
     }
     const parsed = performance.now();
-    inputMs = parsed - parseStart;
+    this.inputMs = parsed - parseStart;
     if (trace !== null) step(trace, 'parse', parseStart, parsed);
     // A priority past the model's levels is refused, also for a run that would go inline.
     const priority = admit(v, request, name);
@@ -122,52 +150,59 @@ async function answerInfer(head, bodyError, body) {
     let tensors = request.sequence === undefined ? runNow(v.pool, request.inputs) : undefined;
     if (tensors !== undefined && trace !== null) runSteps(trace, { queueWaitMs: 0, computeMs: performance.now() - parsed }, parsed, performance.now());
     if (tensors === undefined) {
-      const pending = offloaded(v, request, priority);
+      const pending = this.offloaded(v, request, priority);
       // The pool has its copy of the inputs now: buffers read from shared memory serve the next request.
       if (request.shmInputs !== undefined) ctx.shm.recycle(request);
       tensors = await pending;
     } else if (request.shmInputs !== undefined) ctx.shm.recycle(request);
-    if (answered) return;
+    if (this.answered) return;
     const formatStart = performance.now();
-    if (request.shmOutputs !== undefined) await ctx.shm.deliver(request, held, tensors);
+    if (request.shmOutputs !== undefined) await ctx.shm.deliver(request, this.held, tensors);
     let formatted = formatInfer(v.model.name, v.version, request.id, request.outputs, tensors, v.signature.labels);
     // Large float outputs are written off the event loop.
     if (formatted instanceof Promise) formatted = await formatted;
-    if (answered) return;
-    outputMs = performance.now() - formatStart;
-    const { head, chunks } = formatted;
-    answered = true;
-    if (state.draining) res.shouldKeepAlive = false;
-    if (chunks.length === 0) {
-      res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(head) });
-      res.end(head);
-    } else {
-      const headBytes = typeof head === 'string' ? Buffer.from(head) : head;
-      let total = headBytes.length;
-      for (const c of chunks) total += c.byteLength;
-      res.writeHead(200, { 'content-type': 'application/octet-stream', 'inference-header-content-length': headBytes.length, 'content-length': total });
-      res.cork();
-      res.write(headBytes);
-      for (const c of chunks) res.write(c);
-      res.end();
-      res.uncork();
-    }
+    if (this.answered) return;
+    this.outputMs = performance.now() - formatStart;
+    this.answered = true;
+    if (ctx.state.draining) res.shouldKeepAlive = false;
+    sendTensors(res, formatted);
     if (trace !== null) step(trace, 'write', formatStart, performance.now());
-  } catch (err) {
+  }
+
+  /** Answers a failure through outcomes.js. */
+  fail(err) {
+    const { name, v } = this.head;
     const o = outcomeOf(err, name, v);
-    failure = o.message;
+    this.failure = o.message;
     // A run the server's own timer gave up on stays a timeout, whatever ends it after.
-    if (outcome !== 'timeout') outcome = o.outcome;
-    if (o.http !== 0) answer(o.http, o.message, o.headers, o.code);
-  } finally {
-    if (held !== null) ctx.shm.letGo(held);
-    budget.release(claim.bytes);
+    if (this.outcome !== 'timeout') this.outcome = o.outcome;
+    if (o.http !== 0) this.answer(o.http, o.message, o.headers, o.code);
+  }
+
+  /** Lets go of what the request held, and counts it. */
+  finish() {
+    const { ctx, name, started, claim, v } = this.head;
+    if (this.held !== null) ctx.shm.letGo(this.held);
+    ctx.budget.release(claim.bytes);
     // Names that are no model share one label: a client must not grow the series at will.
-    const label = v !== undefined || repository.models.has(name) ? name : '_unknown';
-    metrics.count(label, v === undefined ? '' : v.version, outcome, Number(process.hrtime.bigint() - started) / 1e9, 'rest', inputMs, outputMs);
-    if (trace !== null) endTrace(trace, performance.now(), v === undefined ? undefined : v.version, outcome, failure);
+    const label = v !== undefined || ctx.repository.models.has(name) ? name : '_unknown';
+    ctx.metrics.count(label, v === undefined ? '' : v.version, this.outcome, Number(process.hrtime.bigint() - started) / 1e9, 'rest', this.inputMs, this.outputMs);
+    if (this.trace !== null) endTrace(this.trace, performance.now(), v === undefined ? undefined : v.version, this.outcome, this.failure);
     // Answered (or given up by its client): the response is written, the run is over.
     settle(ctx);
+  }
+}
+
+/** The request once its body is read (or `bodyError` when it could not be): parsed, run, answered and counted. */
+async function answerInfer(head, bodyError, body) {
+  const exchange = new Exchange(head);
+  try {
+    if (bodyError !== null) throw bodyError;
+    await exchange.respond(body);
+  } catch (err) {
+    exchange.fail(err);
+  } finally {
+    exchange.finish();
   }
 }
 
