@@ -17,60 +17,76 @@ const OFF_THREAD_BYTES = 1 << 20;
  * one. A parse still running after `timeoutMs` is abandoned: its thread is terminated (no
  * other request was handed to it) and a fresh one takes its place.
  */
-function parserPool({ size = Math.min(2, os.availableParallelism()), timeoutMs = 5000 } = {}) {
-  const workers = [];
-  const waiting = [];
-  let closed = false;
-  let replaced = 0;
+class ParserPool {
+  #size;
+  #timeoutMs;
+  #workers = [];
+  #waiting = [];
+  #closed = false;
+  #replaced = 0;
 
-  function spawn() {
+  constructor({ size = Math.min(2, os.availableParallelism()), timeoutMs = 5000 } = {}) {
+    this.#size = size;
+    this.#timeoutMs = timeoutMs;
+  }
+
+  get size() {
+    return this.#workers.length;
+  }
+
+  /** Threads terminated at the parse timeout and replaced. */
+  get replaced() {
+    return this.#replaced;
+  }
+
+  #spawn() {
     const worker = new Worker(path.join(__dirname, 'parse-worker.js'));
     const entry = { worker, job: null, timer: null };
     worker.on('message', ({ request, error }) => {
-      const job = finish(entry);
+      const job = this.#finish(entry);
       if (job === null) return;
       if (error) job.reject(new RequestError(error.reason, error.message, error.headers));
       else job.resolve(request);
     });
     worker.on('error', (err) => {
       // A parse cannot throw past the worker's own catch; this is the worker itself failing.
-      const job = finish(entry);
-      retire(entry);
+      const job = this.#finish(entry);
+      this.#retire(entry);
       if (job !== null) job.reject(new RequestError('parser_failed', `the request could not be parsed: its parser thread failed (${err.message})`));
     });
     // Idle parsers never keep a process alive.
     worker.unref();
-    workers.push(entry);
+    this.#workers.push(entry);
     return entry;
   }
 
   /** The entry's job, now done; the entry then takes the next waiting one. */
-  function finish(entry) {
+  #finish(entry) {
     const job = entry.job;
     entry.job = null;
     if (entry.timer !== null) clearTimeout(entry.timer);
     entry.timer = null;
-    if (workers.includes(entry)) next();
+    if (this.#workers.includes(entry)) this.#next();
     return job;
   }
 
-  function retire(entry) {
-    const at = workers.indexOf(entry);
-    if (at >= 0) workers.splice(at, 1);
+  #retire(entry) {
+    const at = this.#workers.indexOf(entry);
+    if (at >= 0) this.#workers.splice(at, 1);
   }
 
-  function start(entry, job) {
+  #start(entry, job) {
     entry.job = job;
     entry.timer = setTimeout(() => {
       // Overdue: the thread is stopped mid-parse and replaced; the request is refused.
       entry.timer = null;
       entry.job = null;
-      retire(entry);
-      replaced++;
+      this.#retire(entry);
+      this.#replaced++;
       entry.worker.terminate();
-      job.reject(new RequestError('bad_request', `the request took over ${timeoutMs} ms to parse and was abandoned (the server's parse timeout)`));
-      next();
-    }, timeoutMs);
+      job.reject(new RequestError('bad_request', `the request took over ${this.#timeoutMs} ms to parse and was abandoned (the server's parse timeout)`));
+      this.#next();
+    }, this.#timeoutMs);
     // The body is handed over without a copy when its memory holds nothing else: readBody made
     // it, or grpc-js (a message after its 5-byte frame header).
     const { sig, body, headerLength, kind } = job;
@@ -79,14 +95,14 @@ function parserPool({ size = Math.min(2, os.availableParallelism()), timeoutMs =
     entry.worker.postMessage({ kind, sig: sig.portable, body, headerLength }, owns ? [body.buffer] : []);
   }
 
-  function next() {
-    while (waiting.length > 0 && !closed) {
-      let entry = workers.find((w) => w.job === null);
+  #next() {
+    while (this.#waiting.length > 0 && !this.#closed) {
+      let entry = this.#workers.find((w) => w.job === null);
       if (entry === undefined) {
-        if (workers.length >= size) return;
-        entry = spawn();
+        if (this.#workers.length >= this.#size) return;
+        entry = this.#spawn();
       }
-      start(entry, waiting.shift());
+      this.#start(entry, this.#waiting.shift());
     }
   }
 
@@ -94,36 +110,26 @@ function parserPool({ size = Math.min(2, os.availableParallelism()), timeoutMs =
    * parseInfer's result for a body too large to parse on the event loop; with `kind` 'grpc',
    * parseGrpcInfer's for a ModelInferRequest's bytes, its outputs as `outputNames`.
    */
-  function parse(sig, body, headerLength, kind = 'rest') {
-    if (closed) return Promise.reject(new Error('the parser pool is closed'));
+  parse(sig, body, headerLength, kind = 'rest') {
+    if (this.#closed) return Promise.reject(new Error('the parser pool is closed'));
     return new Promise((resolve, reject) => {
-      waiting.push({ sig, body, headerLength, kind, resolve, reject });
-      next();
+      this.#waiting.push({ sig, body, headerLength, kind, resolve, reject });
+      this.#next();
     });
   }
 
-  async function close() {
-    closed = true;
-    for (const job of waiting.splice(0)) job.reject(new RequestError('shutting_down', 'the server is shutting down'));
+  async close() {
+    this.#closed = true;
+    for (const job of this.#waiting.splice(0)) job.reject(new RequestError('shutting_down', 'the server is shutting down'));
     await Promise.all(
-      workers.splice(0).map((w) => {
+      this.#workers.splice(0).map((w) => {
         if (w.timer !== null) clearTimeout(w.timer);
         return w.worker.terminate();
       }),
     );
   }
-
-  return {
-    parse,
-    close,
-    get size() {
-      return workers.length;
-    },
-    /** Threads terminated at the parse timeout and replaced. */
-    get replaced() {
-      return replaced;
-    },
-  };
 }
+
+const parserPool = (options) => new ParserPool(options);
 
 module.exports = { parserPool, OFF_THREAD_BYTES };
