@@ -27,24 +27,119 @@ function denied(ctx, req, res, category) {
   return true;
 }
 
+/** GET /metrics: prom-client's text. */
+function metricsRoute({ ctx, res }) {
+  const { metrics } = ctx;
+  metrics.text().then(
+    (text) => {
+      res.writeHead(200, { 'content-type': metrics.contentType, 'content-length': Buffer.byteLength(text) });
+      res.end(text);
+    },
+    // A collector that throws must not reach unhandledRejection, which ends the process.
+    (err) => fail(res, 500, `internal error: the metrics could not be collected: ${err && err.message}`),
+  );
+}
+
+/** /v2/health/live and /v2/health/ready. */
+function healthRoute({ ctx, res, parts, want }) {
+  const [, , , a] = parts;
+  if (!((a === 'live' || a === 'ready') && parts.length === 4)) return false;
+  if (!want('GET', 'health')) return true;
+  const missing = a === 'live' || ctx.state.draining ? [] : notServing(ctx);
+  if (a === 'live') send(res, 200);
+  else if (ctx.state.draining) fail(res, 503, 'the server is shutting down');
+  else if (missing.length === 0) send(res, 200);
+  else fail(res, 503, `not every model is loaded: ${missing.map((m) => `"${m}"`).join(', ')} ${missing.length > 1 ? 'are' : 'is'} not`);
+  return true;
+}
+
+/** /v2/models/stats, and /v2/models/{m}[/versions/{v}][/infer|/stats|/ready|/config]. */
+function modelsRoute({ ctx, req, res, p, parts, want }) {
+  const [, , , a] = parts;
+  if (a === 'stats' && parts.length === 4) {
+    if (want('GET', 'statistics')) send(res, 200, modelStatistics(ctx));
+    return true;
+  }
+  if (a === undefined || a === '') return false;
+  let versionText;
+  let rest = parts.length === 4 ? [] : parts.slice(4);
+  if (rest[0] === 'versions') {
+    versionText = rest[1];
+    if (versionText === undefined || versionText === '') {
+      fail(res, 404, `no endpoint ${p}`);
+      return true;
+    }
+    rest = rest.slice(2);
+  }
+  const endpoint = rest.length === 0 ? 'metadata' : rest.length === 1 ? rest[0] : null;
+  if (endpoint === 'infer') {
+    if (want('POST', 'inference')) {
+      ctx.state.active++;
+      infer(ctx, req, res, a, versionText, process.hrtime.bigint());
+    }
+    return true;
+  }
+  if (endpoint === 'stats') {
+    if (!want('GET', 'statistics')) return true;
+    try {
+      send(res, 200, modelStatistics(ctx, a, versionText));
+    } catch (err) {
+      fail(res, err.status, err.message);
+    }
+    return true;
+  }
+  if (endpoint !== 'metadata' && endpoint !== 'ready' && endpoint !== 'config') return false;
+  if (!want('GET', endpoint === 'ready' ? 'health' : endpoint === 'config' ? 'model-config' : 'metadata')) return true;
+  let v;
+  try {
+    v = resolveVersion(ctx, a, versionText);
+  } catch (err) {
+    fail(res, err.status, err.message);
+    return true;
+  }
+  // An isolated model is not ready while none of its instances' processes is alive.
+  if (endpoint === 'ready') {
+    if (v.pool.isolate === 'process' && v.pool.stats().alive === 0) fail(res, 503, `model "${a}" has no live instance`);
+    else send(res, 200);
+  } else send(res, 200, endpoint === 'metadata' ? metadata(v) : modelConfig(v));
+  return true;
+}
+
+/** /v2/systemsharedmemory: status, unregister; region/{name}/status, register, unregister. */
+function sharedMemoryRoute({ ctx, req, res, parts, want }) {
+  const [, , , a, b, c] = parts;
+  const named = a === 'region' && b !== undefined && b !== '' && parts.length === 6;
+  const action = named ? c : parts.length === 4 ? a : undefined;
+  if (!(action === 'status' || action === 'unregister' || (named && action === 'register'))) return false;
+  if (want(action === 'status' ? 'GET' : 'POST', 'shared-memory')) shmRequest(ctx, req, res, action, named ? b : undefined);
+  return true;
+}
+
+/** /v2/repository/index, and /v2/repository/models/{m}/load|unload. */
+function repositoryRoute({ ctx, req, res, parts, want }) {
+  const [, , , a, b, c] = parts;
+  if (a === 'index' && parts.length === 4) {
+    if (want('POST', 'model-repository')) repositoryRequest(ctx, req, res, 'index');
+    return true;
+  }
+  if (a === 'models' && b && (c === 'load' || c === 'unload') && parts.length === 6) {
+    if (want('POST', 'model-repository')) repositoryRequest(ctx, req, res, c, b);
+    return true;
+  }
+  return false;
+}
+
+/** The routes under /v2/{area}: each answers true when the path was its own. */
+const AREAS = { health: healthRoute, models: modelsRoute, systemsharedmemory: sharedMemoryRoute, repository: repositoryRoute };
+
 function route(ctx, req, res, next) {
-  const { restricted, metrics, state } = ctx;
   const url = req.url;
   const q = url.indexOf('?');
   const p = q < 0 ? url : url.slice(0, q);
-  const method = req.method;
   // The method, then the category's header where it is restricted (--restricted-api).
-  const want = (m, category) => allowed(req, res, p, m) && (restricted.size === 0 || !denied(ctx, req, res, category));
+  const want = (m, category) => allowed(req, res, p, m) && (ctx.restricted.size === 0 || !denied(ctx, req, res, category));
   if (p === '/metrics') {
-    if (!want('GET', 'metrics')) return;
-    metrics.text().then(
-      (text) => {
-        res.writeHead(200, { 'content-type': metrics.contentType, 'content-length': Buffer.byteLength(text) });
-        res.end(text);
-      },
-      // A collector that throws must not reach unhandledRejection, which ends the process.
-      (err) => fail(res, 500, `internal error: the metrics could not be collected: ${err && err.message}`),
-    );
+    if (want('GET', 'metrics')) metricsRoute({ ctx, res });
     return;
   }
   if (p !== '/v2' && !p.startsWith('/v2/')) return next ? next() : fail(res, 404, `no endpoint ${p}`);
@@ -55,79 +150,16 @@ function route(ctx, req, res, next) {
   } catch {
     return fail(res, 400, `malformed percent-encoding in ${p}`);
   }
-  // ['', 'v2', ...]
-  const [, , area, a, b, c] = parts;
+  // ['', 'v2', area, ...]
+  const area = parts[2];
   if (area === undefined || (area === '' && parts.length === 3)) {
-    if (!want('GET', 'metadata')) return;
-    return send(res, 200, { name: 'zgc-runtime', version: packageVersion, extensions: extensionsOf(ctx) });
+    if (want('GET', 'metadata')) send(res, 200, { name: 'zgc-runtime', version: packageVersion, extensions: extensionsOf(ctx) });
+    return;
   }
-  if (area === 'health' && (a === 'live' || a === 'ready') && parts.length === 4) {
-    if (!want('GET', 'health')) return;
-    if (a === 'live') return send(res, 200);
-    if (state.draining) return fail(res, 503, 'the server is shutting down');
-    const missing = notServing(ctx);
-    return missing.length === 0 ? send(res, 200) : fail(res, 503, `not every model is loaded: ${missing.map((m) => `"${m}"`).join(', ')} ${missing.length > 1 ? 'are' : 'is'} not`);
-  }
-  if (area === 'models' && a === 'stats' && parts.length === 4) {
-    if (!want('GET', 'statistics')) return;
-    return send(res, 200, modelStatistics(ctx));
-  }
-  if (area === 'models' && a !== undefined && a !== '') {
-    let versionText;
-    let rest = parts.length === 4 ? [] : parts.slice(4);
-    if (rest[0] === 'versions') {
-      versionText = rest[1];
-      if (versionText === undefined || versionText === '') return fail(res, 404, `no endpoint ${p}`);
-      rest = rest.slice(2);
-    }
-    const endpoint = rest.length === 0 ? 'metadata' : rest.length === 1 ? rest[0] : null;
-    if (endpoint === 'infer') {
-      if (!want('POST', 'inference')) return;
-      state.active++;
-      return void infer(ctx, req, res, a, versionText, process.hrtime.bigint());
-    }
-    if (endpoint === 'stats') {
-      if (!want('GET', 'statistics')) return;
-      try {
-        return send(res, 200, modelStatistics(ctx, a, versionText));
-      } catch (err) {
-        return fail(res, err.status, err.message);
-      }
-    }
-    if (endpoint === 'metadata' || endpoint === 'ready' || endpoint === 'config') {
-      if (!want('GET', endpoint === 'ready' ? 'health' : endpoint === 'config' ? 'model-config' : 'metadata')) return;
-      let v;
-      try {
-        v = resolveVersion(ctx, a, versionText);
-      } catch (err) {
-        return fail(res, err.status, err.message);
-      }
-      // An isolated model is not ready while none of its instances' processes is alive.
-      if (endpoint === 'ready') return v.pool.isolate === 'process' && v.pool.stats().alive === 0 ? fail(res, 503, `model "${a}" has no live instance`) : send(res, 200);
-      return send(res, 200, endpoint === 'metadata' ? metadata(v) : modelConfig(v));
-    }
-  }
-  if (area === 'systemsharedmemory') {
-    // status, unregister; region/{name}/status, register, unregister
-    const named = a === 'region' && b !== undefined && b !== '' && parts.length === 6;
-    const action = named ? c : parts.length === 4 ? a : undefined;
-    if (action === 'status' || action === 'unregister' || (named && action === 'register')) {
-      if (!want(action === 'status' ? 'GET' : 'POST', 'shared-memory')) return;
-      return shmRequest(ctx, req, res, action, named ? b : undefined);
-    }
-  }
-  if (area === 'repository') {
-    if (a === 'index' && parts.length === 4) {
-      if (!want('POST', 'model-repository')) return;
-      return repositoryRequest(ctx, req, res, 'index');
-    }
-    if (a === 'models' && b && (c === 'load' || c === 'unload') && parts.length === 6) {
-      if (!want('POST', 'model-repository')) return;
-      return repositoryRequest(ctx, req, res, c, b);
-    }
-  }
+  const handler = Object.hasOwn(AREAS, area) ? AREAS[area] : undefined;
+  if (handler !== undefined && handler({ ctx, req, res, p, parts, want })) return;
   req.resume();
-  return fail(res, 404, `no endpoint ${method} ${p}`);
+  return fail(res, 404, `no endpoint ${req.method} ${p}`);
 }
 
 /** The repository extension: the index, and load and unload when model control is explicit. */
