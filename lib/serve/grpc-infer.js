@@ -32,110 +32,127 @@ function readRequest(ctx, v, buf) {
   return parseGrpcInfer(v.signature, decode(messages.ModelInferRequest, buf, 0, buf.length, v.signature.limits));
 }
 
+/** One ModelInfer call, from its message to its answer and its count in the metrics. */
+class GrpcInfer {
+  constructor(ctx, call, callback) {
+    this.ctx = ctx;
+    this.call = call;
+    this.callback = callback;
+    this.started = performance.now();
+    // The bytes held against the in-flight budget: the message's, and inputs read from shared memory.
+    this.claim = { bytes: 0 };
+    // The client shared memory regions the request reads or writes, held until it is answered.
+    this.held = null;
+    // The decode and the answer's making, in ms: the statistics' compute_input and compute_output.
+    this.inputMs = 0;
+    this.outputMs = 0;
+    this.parseStart = 0;
+    // The call's trace, when an OpenTelemetry SDK records it (tracing.js).
+    this.trace = null;
+    this.failure = undefined;
+    this.v = undefined;
+    this.name = '';
+    this.request = undefined;
+    // Set once the parsed request is admitted (schedule.js), inline or after a parser thread.
+    this.priority = null;
+  }
+
+  /** Lets go of what the call held, and counts it. */
+  done(outcome) {
+    const { ctx, v, name } = this;
+    if (this.trace !== null) endTrace(this.trace, performance.now(), v === undefined ? undefined : v.version, outcome, this.failure);
+    if (this.held !== null) ctx.shm.letGo(this.held);
+    ctx.budget.release(this.claim.bytes);
+    const label = v !== undefined || ctx.repository.models.has(name) ? name : '_unknown';
+    ctx.metrics.count(label, v === undefined ? '' : v.version, outcome, (performance.now() - this.started) / 1000, 'grpc', this.inputMs, this.outputMs);
+    settle(ctx);
+  }
+
+  fail(err) {
+    const s = statusOf(err, this.name, this.v);
+    this.failure = s.error.details;
+    this.callback(s.error);
+    this.done(s.outcome);
+  }
+
+  /** The parse's end: its time, and its step in the trace. */
+  parsed() {
+    const at = performance.now();
+    this.inputMs = at - this.parseStart;
+    if (this.trace !== null) step(this.trace, 'parse', this.parseStart, at);
+    return at;
+  }
+
+  /** Sends the answer to the run's tensors, timed. */
+  answer(tensors) {
+    const answerStart = performance.now();
+    answer(this.callback, this.v, this.request, tensors);
+    this.outputMs = performance.now() - answerStart;
+    if (this.trace !== null) step(this.trace, 'write', answerStart, answerStart + this.outputMs);
+  }
+
+  /** Answered before this returns when the run goes inline; true when it goes on asynchronously. */
+  start() {
+    const { ctx, call } = this;
+    const buf = call.request;
+    if (ctx.state.closed) throw new RequestError('shutting_down', 'the server is shut down');
+    // The message is in memory already: it counts against the budget while it is answered.
+    if (!ctx.budget.claim(buf.length)) throw overBudget(ctx.budget);
+    this.claim.bytes = buf.length;
+    const head = decode(messages.ModelInferHead, buf);
+    const name = (this.name = head.modelName);
+    if (name === undefined || name === '') throw bad('model_name is required: a ModelInferRequest names the model to run');
+    this.trace = startTrace(name, 'grpc', this.started, call.metadata.get('traceparent')[0], call.metadata.get('tracestate')[0]);
+    const v = (this.v = resolveVersion(ctx, name, head.modelVersion === undefined || head.modelVersion === '' ? undefined : head.modelVersion));
+    this.parseStart = performance.now();
+    const request = (this.request = readRequest(ctx, v, buf));
+    if (request instanceof Promise || request.shmInputs !== undefined || request.shmOutputs !== undefined) return true;
+    const parsed = this.parsed();
+    // A priority past the model's levels is refused, also for a run that would go inline.
+    this.priority = admit(v, request, name);
+    const tensors = request.sequence === undefined ? runNow(v.pool, request.inputs) : undefined;
+    if (tensors === undefined) return true;
+    if (this.trace !== null) runSteps(this.trace, { queueWaitMs: 0, computeMs: performance.now() - parsed }, parsed, performance.now());
+    this.answer(tensors);
+    this.done('success');
+    return false;
+  }
+
+  /** The rest of a call that waits: a parser thread, shared memory, or a queued run. */
+  async finish() {
+    const { ctx, v, name } = this;
+    const request = (this.request = await this.request);
+    // Parsed on a thread: its outputs are named, and taken from this thread's signature.
+    if (request.outputNames !== undefined) {
+      const outputs = outputsFor(v.signature, request.rows).outputByName;
+      request.outputs = request.outputNames.map((n) => outputs.get(n));
+    }
+    if (request.shmInputs !== undefined || request.shmOutputs !== undefined) this.held = await ctx.shm.stage(request, ctx.budget, this.claim);
+    this.parsed();
+    if (this.priority === null) this.priority = admit(v, request, name);
+    const pending = offloaded(this.call, v, name, request, this.priority, this.trace);
+    // The pool has its copy of the inputs now: buffers read from shared memory serve the next request.
+    if (request.shmInputs !== undefined) ctx.shm.recycle(request);
+    const tensors = await pending;
+    if (request.shmOutputs !== undefined) await ctx.shm.deliver(request, this.held, tensors);
+    this.answer(tensors);
+  }
+}
+
 // Synchronous while the run is done inline (tiny models): no promise or microtask per call.
 function modelInfer(ctx, call, callback) {
-  const { state, budget, repository, metrics } = ctx;
-  const started = performance.now();
-  state.active++;
-  const buf = call.request;
-  // The bytes held against the in-flight budget: the message's, and inputs read from shared memory.
-  const claim = { bytes: 0 };
-  // The client shared memory regions the request reads or writes, held until it is answered.
-  let held = null;
-  // The decode and the answer's making, in ms: the statistics' compute_input and compute_output.
-  let inputMs = 0;
-  let outputMs = 0;
-  let parseStart = 0;
-  // The call's trace, when an OpenTelemetry SDK records it (tracing.js).
-  let trace = null;
-  let failure;
-  const done = (name, v, outcome) => {
-    if (trace !== null) endTrace(trace, performance.now(), v === undefined ? undefined : v.version, outcome, failure);
-    if (held !== null) ctx.shm.letGo(held);
-    budget.release(claim.bytes);
-    const label = v !== undefined || repository.models.has(name) ? name : '_unknown';
-    metrics.count(label, v === undefined ? '' : v.version, outcome, (performance.now() - started) / 1000, 'grpc', inputMs, outputMs);
-    settle(ctx);
-  };
-  const fail = (err, name, v) => {
-    const s = statusOf(err, name, v);
-    failure = s.error.details;
-    callback(s.error);
-    done(name, v, s.outcome);
-  };
-  let v;
-  let name = '';
-  let request;
-  // Set once the parsed request is admitted (schedule.js), inline or after a parser thread.
-  let priority = null;
+  ctx.state.active++;
+  const infer = new GrpcInfer(ctx, call, callback);
   try {
-    if (state.closed) throw new RequestError('shutting_down', 'the server is shut down');
-    // The message is in memory already: it counts against the budget while it is answered.
-    if (!budget.claim(buf.length)) throw overBudget(budget);
-    claim.bytes = buf.length;
-    const head = decode(messages.ModelInferHead, buf);
-    name = head.modelName;
-    if (name === undefined || name === '') throw bad('model_name is required: a ModelInferRequest names the model to run');
-    trace = startTrace(name, 'grpc', started, call.metadata.get('traceparent')[0], call.metadata.get('tracestate')[0]);
-    v = resolveVersion(ctx, name, head.modelVersion === undefined || head.modelVersion === '' ? undefined : head.modelVersion);
-    parseStart = performance.now();
-    request = readRequest(ctx, v, buf);
-    if (!(request instanceof Promise) && request.shmInputs === undefined && request.shmOutputs === undefined) {
-      const parsed = performance.now();
-      inputMs = parsed - parseStart;
-      if (trace !== null) step(trace, 'parse', parseStart, parsed);
-      // A priority past the model's levels is refused, also for a run that would go inline.
-      priority = admit(v, request, name);
-      const tensors = request.sequence === undefined ? runNow(v.pool, request.inputs) : undefined;
-      if (tensors !== undefined) {
-        const answerStart = performance.now();
-        if (trace !== null) runSteps(trace, { queueWaitMs: 0, computeMs: answerStart - parsed }, parsed, answerStart);
-        answer(callback, v, request, tensors);
-        outputMs = performance.now() - answerStart;
-        if (trace !== null) step(trace, 'write', answerStart, answerStart + outputMs);
-        done(name, v, 'success');
-        return;
-      }
-    }
+    if (!infer.start()) return;
   } catch (err) {
-    fail(err, name, v);
+    infer.fail(err);
     return;
   }
-  Promise.resolve(request)
-    .then(async (r) => {
-      request = r;
-      // Parsed on a thread: its outputs are named, and taken from this thread's signature.
-      if (r.outputNames !== undefined) {
-        const outputs = outputsFor(v.signature, r.rows).outputByName;
-        request.outputs = r.outputNames.map((n) => outputs.get(n));
-      }
-      if (request.shmInputs !== undefined || request.shmOutputs !== undefined) held = await ctx.shm.stage(request, budget, claim);
-      const parsed = performance.now();
-      inputMs = parsed - parseStart;
-      if (trace !== null) step(trace, 'parse', parseStart, parsed);
-      if (priority === null) priority = admit(v, request, name);
-      const pending = offloaded(call, v, name, request, priority, trace);
-      // The pool has its copy of the inputs now: buffers read from shared memory serve the next request.
-      if (request.shmInputs !== undefined) ctx.shm.recycle(request);
-      const tensors = await pending;
-      if (request.shmOutputs !== undefined) await ctx.shm.deliver(request, held, tensors);
-      return tensors;
-    })
-    .then(
-      (tensors) => {
-        try {
-          const answerStart = performance.now();
-          answer(callback, v, request, tensors);
-          outputMs = performance.now() - answerStart;
-          if (trace !== null) step(trace, 'write', answerStart, answerStart + outputMs);
-        } catch (err) {
-          fail(err, name, v);
-          return;
-        }
-        done(name, v, 'success');
-      },
-      (err) => fail(err, name, v),
-    );
+  infer.finish().then(
+    () => infer.done('success'),
+    (err) => infer.fail(err),
+  );
 }
 
 /** Raw contents of an output written into shared memory: empty, so that the others keep their places. */
