@@ -45,4 +45,26 @@ function streamBody(url, total, { declare = false, chunk = 256 * 1024, headers =
   });
 }
 
-module.exports = { varint, field, streamBody };
+/** One request; resolves { status, headers, text, json }. */
+function request(url, { method = 'POST', headers = {}, body } = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method, headers, agent: false }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let json;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode, headers: res.headers, text, json });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+module.exports = { varint, field, streamBody, request };
