@@ -130,9 +130,15 @@ function closeContext(ctx) {
 const describeName = (name) => JSON.stringify(typeof name === 'string' && name.length > 100 ? `${name.slice(0, 100)}…` : name);
 
 /** The protocol extensions the server offers, which its metadata lists (REST and gRPC). */
+/**
+ * The server metadata's extensions: Triton's names (2.51 lists them in this order) for what
+ * serve does as Triton does, and no others. Metrics and dynamic batching are no protocol
+ * extensions; the model configuration, trace and logging extensions are not Triton's yet.
+ */
 function extensionsOf(ctx) {
-  const list = ['binary_tensor_data', 'model_repository', 'metrics', 'statistics', 'schedule_policy', 'classification', 'dynamic_batching', 'sequence_batching'];
+  const list = ['classification', 'sequence', 'model_repository', 'schedule_policy'];
   if (ctx.shm.allowed) list.push('system_shared_memory');
+  list.push('binary_tensor_data', 'statistics');
   return list;
 }
 
