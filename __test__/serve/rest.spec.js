@@ -144,6 +144,14 @@ function directDtypes() {
     expect(seen.add1m_max_error).toBe(0);
   });
 
+  test("bodies tritonclient compresses (request_compression_algorithm gzip and deflate, JSON and binary) are answered right", () => {
+    const x = [0, 1, 2, 3];
+    const c = [0.5, -1.25, 3, 1e-3];
+    const want = x.map((v, i) => Math.fround(v + Math.fround(c[i])));
+    expect(Object.keys(seen.compressed).sort()).toEqual(['deflate_binary', 'deflate_json', 'gzip_binary', 'gzip_json']);
+    for (const [how, data] of Object.entries(seen.compressed)) expect([how, data.map(Math.fround)]).toEqual([how, want]);
+  });
+
   test('each error has its status and names the problem', () => {
     const e = seen.errors;
     expect(e.unknown_model).toEqual({ status: '404', message: 'unknown model "nope"' });

@@ -87,6 +87,13 @@ def status_of(fn):
 
 
 x4 = np.arange(4, dtype=np.float32)
+# Bodies compressed by tritonclient itself (request_compression_algorithm), JSON and binary.
+c4 = np.array([0.5, -1.25, 3.0, 1e-3], dtype=np.float32)
+out["compressed"] = {
+    f"{alg}_{'binary' if binary else 'json'}": client.infer("add", [tensor("a", x4, binary), tensor("b", c4, binary)], request_compression_algorithm=alg).as_numpy("output_0").tolist()
+    for alg in ("gzip", "deflate")
+    for binary in (False, True)
+}
 errors = {}
 errors["unknown_model"] = status_of(lambda: client.infer("nope", [tensor("a", x4, False)]))
 errors["unknown_version"] = status_of(lambda: client.infer("add", [tensor("a", x4, False), tensor("b", x4, False)], model_version="9"))

@@ -5,6 +5,7 @@
 // Memory grows with the bytes that arrive: a declared Content-Length is checked against what
 // is left of the budget but neither reserved nor allocated ahead.
 
+const zlib = require('node:zlib');
 const { RequestError } = require('./reasons');
 
 /** A body's first buffer; it doubles as bytes arrive, up to the declared length. */
@@ -157,4 +158,44 @@ function collectBody(req, { maxBody, budget, claim, headerLength }, done) {
   });
 }
 
-module.exports = { readBody, collectBody, createBudget, overBudget, SMALL_BODY };
+/** The Content-Encodings a request body may come in (tritonclient's request_compression_algorithm), and their decoders. */
+const DECODERS = { gzip: zlib.createGunzip, 'x-gzip': zlib.createGunzip, deflate: zlib.createInflate };
+
+/**
+ * collectBody for a body sent compressed (`encoding`: gzip or deflate). maxBody and the
+ * in-flight budget bound the decompressed bytes, so a decompression bomb is a 413 as soon as
+ * it grows past maxBody, never more memory; the compressed length is checked too. Bytes that do
+ * not decompress are a 400.
+ */
+function collectCompressed(req, encoding, options, done) {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > options.maxBody) {
+    return done(new RequestError('too_large', `the request body of ${declared} bytes is over the server's limit of ${options.maxBody} bytes`, { connection: 'close' }), undefined);
+  }
+  const inflate = DECODERS[encoding]();
+  // What collectBody reads of a request: no declared length (the decompressed one is unknown),
+  // and complete once the decompressed stream has ended.
+  inflate.headers = {};
+  inflate.complete = false;
+  inflate.once('end', () => (inflate.complete = true));
+  let finished = false;
+  const finish = (err, body) => {
+    if (finished) return;
+    finished = true;
+    if (err !== null) {
+      // Nothing more is read or decompressed: the client is held back by TCP until the connection closes.
+      req.unpipe(inflate);
+      req.pause();
+      inflate.destroy();
+    }
+    done(err, body);
+  };
+  inflate.on('error', (err) => finish(new RequestError('bad_request', `the request body is not valid ${encoding === 'deflate' ? 'deflate (zlib)' : 'gzip'} data: ${err.message}`, { connection: 'close' }), undefined));
+  req.once('close', () => {
+    if (!req.complete) finish(new RequestError('canceled', 'the client went away'), undefined);
+  });
+  collectBody(inflate, options, finish);
+  req.pipe(inflate);
+}
+
+module.exports = { readBody, collectBody, collectCompressed, DECODERS, createBudget, overBudget, SMALL_BODY };
