@@ -42,13 +42,17 @@ const GRPC_PYTHON = path.join(GRPC_VENV, 'bin', 'python');
 const GRPC_CLIENT = 'tritonclient[grpc]==2.73.0';
 // The kserve SDK with its dependencies here (its InferenceGRPCClient), unlike .venv-ref's models-only copy.
 const GRPC_KSERVE = 'kserve==0.21.0';
+// grpc.health.v1's own client stubs, without their dependencies: 1.76 is the newest whose
+// generated code the protobuf runtime that tritonclient pins (6.x) still loads.
+const GRPC_HEALTH = 'grpcio-health-checking==1.76.0';
 try {
-  execFileSync(GRPC_PYTHON, ['-c', 'import tritonclient.grpc, numpy, kserve'], { stdio: 'ignore' });
+  execFileSync(GRPC_PYTHON, ['-c', 'import tritonclient.grpc, numpy, kserve, grpc_health.v1.health_pb2'], { stdio: 'ignore' });
 } catch {
   const python = process.env.PYTHON || 'python3';
   if (!fs.existsSync(GRPC_PYTHON)) execFileSync(python, ['-m', 'venv', GRPC_VENV], { stdio: 'inherit' });
   execFileSync(GRPC_PYTHON, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', GRPC_CLIENT, GRPC_KSERVE], { stdio: 'inherit' });
+  execFileSync(GRPC_PYTHON, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--no-deps', GRPC_HEALTH], { stdio: 'inherit' });
 }
-console.log(`${GRPC_CLIENT}, ${GRPC_KSERVE} in ${path.relative(process.cwd(), GRPC_VENV)}`);
+console.log(`${GRPC_CLIENT}, ${GRPC_KSERVE}, ${GRPC_HEALTH} in ${path.relative(process.cwd(), GRPC_VENV)}`);
 
 module.exports = { PYTHON, GRPC_PYTHON };

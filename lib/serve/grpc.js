@@ -10,6 +10,7 @@ const { RequestError } = require('./reasons');
 const { refusal } = require('./restricted');
 const { STATUS, grpcError, statusOf } = require('./grpc-status');
 const { modelInfer } = require('./grpc-infer');
+const { HEALTH_DEFINITION, healthImplementation } = require('./grpc-health');
 const { modelStatistics } = require('./statistics');
 const { LoadError } = require('./repository');
 const { resolveVersion: resolveVersionIn, metadata, notServing, controlOff } = require('./context');
@@ -151,6 +152,7 @@ function listenGrpc(handler, port, host, { extensions, version, connections }) {
     'grpc.enable_channelz': 0,
   });
   server.addService(DEFINITION, implementation(handler.context, extensions, version));
+  server.addService(HEALTH_DEFINITION, healthImplementation(handler.context));
   return new Promise((resolve, reject) => {
     server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => {
       if (err) return reject(err);
