@@ -18,6 +18,7 @@ const { fixture } = require('../__test__/fixtures/manifest');
 const { formatNpy } = require('../lib/npy');
 const { buildMlp, weights } = require('../examples/build');
 const { median } = require('./measure');
+const { baselineCheckout } = require('./baseline');
 
 const root = path.join(__dirname, '..');
 const N1M = 1 << 20;
@@ -207,27 +208,6 @@ async function pythonServers({ duration, rounds, tinyBody, bigJsonBody, bigBody,
     out[name] = Object.fromEntries(Object.keys(cases).map((k) => [k, runs[k] ? { rps: median(runs[k].map((x) => x.rps)), p50: median(runs[k].map((x) => x.p50)), p99: median(runs[k].map((x) => x.p99)) } : null]));
   }
   return out;
-}
-
-/**
- * A checkout of `ref` beside this one (target/baseline-<ref>), sharing node_modules and this
- * checkout's built addon: for comparing JavaScript changes side by side in one run.
- */
-function baselineCheckout(ref, ownAddon = false) {
-  const { execFileSync } = require('node:child_process');
-  const dir = path.join(root, 'target', `baseline-${ref.replace(/[^\w.-]/g, '_')}${ownAddon ? '-own' : ''}`);
-  if (!fs.existsSync(dir)) execFileSync('git', ['worktree', 'add', '--detach', dir, ref], { cwd: root, stdio: 'ignore' });
-  if (!fs.existsSync(path.join(dir, 'node_modules'))) fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
-  if (ownAddon) {
-    // Its own Rust, built once by its own build script (Rust changes compared too).
-    if (!fs.readdirSync(dir).some((n) => n.endsWith('.node'))) execFileSync('npm', ['run', 'build'], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
-    return dir;
-  }
-  for (const f of fs.readdirSync(root).filter((n) => n.endsWith('.node') || n.startsWith('zgc-runtime-host.'))) fs.copyFileSync(path.join(root, f), path.join(dir, f));
-  // Checkouts before the package's own loader (lib/native.js) loaded the addon through napi's generated ../native.js.
-  const addon = fs.readdirSync(root).find((n) => n.endsWith('.node'));
-  fs.writeFileSync(path.join(dir, 'native.js'), `module.exports = require('./${addon}');\n`);
-  return dir;
 }
 
 async function serving({ quick = false, python = false, baseline = null, baselineOwnAddon = false, tinyOnly = false } = {}) {
