@@ -167,6 +167,70 @@ function limitMetrics(m) {
   m.connectionRefusals = new client.Counter({ name: 'zgc_connection_refusals_total', help: 'Connections refused because --max-connections were open and none was idle', registers: [m.registry] });
 }
 
+/** Triton's reason label of a failed request, by serve's outcome. */
+const TRITON_REASON = {
+  queue_full: 'REJECTED',
+  sequences_full: 'REJECTED',
+  over_budget: 'REJECTED',
+  not_ready: 'REJECTED',
+  timeout: 'REJECTED',
+  canceled: 'CANCELED',
+  model_error: 'BACKEND',
+  instance_crashed: 'BACKEND',
+  bad_request: 'OTHER',
+  not_found: 'OTHER',
+  too_large: 'OTHER',
+};
+
+/**
+ * Triton's per-model series (nv_inference_*), with its labels and meanings, from the same
+ * figures as the statistics extension: counts of successful and failed requests (by Triton's
+ * reason), inferences and executions, and cumulative durations in microseconds. GPU, cache and
+ * energy series have no counterpart here.
+ */
+function tritonMetrics(m) {
+  const counter = (name, help, pick) =>
+    m.registry.registerMetric({
+      name,
+      help,
+      type: 'counter',
+      aggregator: 'sum',
+      get() {
+        const values = [];
+        for (const v of m.repository.served()) values.push({ labels: { model: v.model.name, version: v.version }, value: pick(m.versionStats(v), v) });
+        return { name, help, type: 'counter', values, aggregator: 'sum' };
+      },
+    });
+  const us = (d) => Math.round(d.ns / 1000);
+  counter('nv_inference_request_success', 'Number of successful inference requests, all batch sizes', (s) => s.success.count);
+  m.registry.registerMetric({
+    name: 'nv_inference_request_failure',
+    help: 'Number of failed inference requests, all batch sizes',
+    type: 'counter',
+    aggregator: 'sum',
+    get() {
+      const byKey = new Map();
+      for (const v of m.repository.served()) {
+        for (const reason of ['REJECTED', 'CANCELED', 'BACKEND', 'OTHER']) byKey.set(`${keyOf(v.model.name, v.version)}\u0000${reason}`, { labels: { model: v.model.name, version: v.version, reason }, value: 0 });
+      }
+      for (const r of m.requests.values()) {
+        const entry = byKey.get(`${keyOf(r.labels.model, r.labels.version)}\u0000${TRITON_REASON[r.labels.outcome]}`);
+        if (entry !== undefined) entry.value += r.count;
+      }
+      return { name: this.name, help: this.help, type: 'counter', values: [...byKey.values()], aggregator: 'sum' };
+    },
+  });
+  // One request is one inference of batch size 1, as the statistics extension counts it.
+  counter('nv_inference_count', 'Number of inferences performed (does not include cached requests)', (s) => s.success.count);
+  counter('nv_inference_exec_count', 'Number of model executions performed (does not include cached requests)', (s) => s.compute.count);
+  counter('nv_inference_request_duration_us', 'Cumulative inference request duration in microseconds (includes cached requests)', (s) => us(s.success));
+  counter('nv_inference_queue_duration_us', 'Cumulative inference queuing duration in microseconds (includes cached requests)', (s) => us(s.queue));
+  counter('nv_inference_compute_input_duration_us', 'Cumulative compute input duration in microseconds (does not include cached requests)', (s) => us(s.input));
+  counter('nv_inference_compute_infer_duration_us', 'Cumulative compute inference duration in microseconds (does not include cached requests)', (s) => us(s.compute));
+  counter('nv_inference_compute_output_duration_us', 'Cumulative inference compute output duration in microseconds (does not include cached requests)', (s) => us(s.output));
+  perVersionGauge(m, 'nv_inference_pending_request_count', 'Instantaneous number of pending requests awaiting execution per-model.', (v) => v.pool.pending);
+}
+
 /** A server's metrics: one prom-client registry, and what the statistics extension reports. */
 class Metrics {
   constructor(repository) {
@@ -187,6 +251,7 @@ class Metrics {
     poolMetrics(this);
     batchingMetrics(this);
     limitMetrics(this);
+    tritonMetrics(this);
   }
 
   get contentType() {
