@@ -73,7 +73,8 @@ if (!installed()) {
   if (r.status !== 0) process.exit(1);
 }
 const started = Date.now();
-const run = spawnSync('cargo', ['mutants', '--jobs', '2', '--timeout', '120', ...process.argv.slice(2)], { cwd: root, stdio: 'inherit' });
+// --workspace: the root crate is the binding (excluded), so without it cargo mutants finds nothing to mutate.
+const run = spawnSync('cargo', ['mutants', '--workspace', '--jobs', '2', '--timeout', '120', ...process.argv.slice(2)], { cwd: root, stdio: 'inherit' });
 const outcomes = path.join(root, 'mutants.out', 'outcomes.json');
 if (fs.existsSync(outcomes)) {
   const { outcomes: list } = JSON.parse(fs.readFileSync(outcomes, 'utf8'));
