@@ -116,7 +116,9 @@ async function batchMetrics(url) {
     const meta = await (await fetch(`${live.server.url}/v2/models/affine`)).json();
     expect(meta.inputs).toEqual([{ name: 'x', datatype: 'FP32', shape: [-1, 4] }, { name: 's', datatype: 'FP32', shape: [-1] }]);
     const config = await (await fetch(`${live.server.url}/v2/models/affine/config`)).json();
-    expect(config).toMatchObject({ maxBatchSize: 8, dynamicBatching: { variants: { 1: 'model.so', 4: 'model_b4.so', 8: 'model_b8.so' }, maxQueueDelayMs: 50 } });
+    // Triton's ModelConfig: the largest variant's rows, the delay in microseconds, the variants a parameter.
+    expect(config).toMatchObject({ max_batch_size: 8, input: [{ name: 'x', dims: [4] }, { name: 's', dims: [] }], dynamic_batching: { max_queue_delay_microseconds: 50000 } });
+    expect(JSON.parse(config.parameters['dynamic_batching.variants'].string_value)).toEqual({ 1: 'model.so', 4: 'model_b4.so', 8: 'model_b8.so' });
     // Dynamic batching is no protocol extension: Triton lists none for it.
     expect((await (await fetch(`${live.server.url}/v2`)).json()).extensions).not.toContain('dynamic_batching');
   });

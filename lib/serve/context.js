@@ -73,26 +73,6 @@ function metadata(v) {
   };
 }
 
-function modelConfig(v) {
-  const c = v.config;
-  return {
-    name: v.model.name,
-    platform: 'zgc_executable',
-    instances: c.instances,
-    maxQueue: c.maxQueue,
-    timeoutMs: c.timeoutMs,
-    priorityLevels: c.priorityLevels,
-    defaultPriorityLevel: c.defaultPriorityLevel,
-    offload: c.offload,
-    versionPolicy: c.versionPolicy,
-    // The largest variant's rows, and the batcher's settings.
-    ...(c.dynamicBatching === undefined ? {} : { maxBatchSize: v.signature.maxBatch, dynamicBatching: c.dynamicBatching }),
-    ...(c.sequenceBatching === undefined ? {} : { sequenceBatching: c.sequenceBatching }),
-    input: v.signature.inputs.map(({ name, datatype, shape }) => ({ name, data_type: `TYPE_${datatype}`, dims: shape })),
-    output: v.signature.outputs.map(({ name, datatype, shape }) => ({ name, data_type: `TYPE_${datatype}`, dims: shape })),
-  };
-}
-
 /**
  * Models that were loaded (at start, by polling or by request) and serve no version now:
  * readiness follows them, so that a failed or unloaded model takes the server out of rotation.
@@ -142,4 +122,4 @@ function extensionsOf(ctx) {
   return list;
 }
 
-module.exports = { extensionsOf, createContext, resolveVersion, metadata, modelConfig, notServing, controlOff, settle, closeContext, describeName };
+module.exports = { extensionsOf, createContext, resolveVersion, metadata, notServing, controlOff, settle, closeContext, describeName };

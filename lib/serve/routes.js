@@ -10,7 +10,8 @@ const { readBody } = require('./body');
 const { bounded } = require('./elide');
 const { refusal } = require('./restricted');
 const { send, fail } = require('./respond');
-const { resolveVersion, metadata, modelConfig, notServing, controlOff, describeName, extensionsOf } = require('./context');
+const { resolveVersion, metadata, notServing, controlOff, describeName, extensionsOf } = require('./context');
+const { tritonModelConfig } = require('./model-config');
 const { infer } = require('./infer');
 const { modelStatistics } = require('./statistics');
 const { version: packageVersion } = require('../../package.json');
@@ -101,7 +102,7 @@ function modelsRoute({ ctx, req, res, p, parts, want }) {
   if (endpoint === 'ready') {
     if (v.pool.isolate === 'process' && v.pool.stats().alive === 0) fail(res, 503, `model "${a}" has no live instance`);
     else send(res, 200);
-  } else send(res, 200, endpoint === 'metadata' ? metadata(v) : modelConfig(v));
+  } else send(res, 200, endpoint === 'metadata' ? metadata(v) : tritonModelConfig(v));
   return true;
 }
 
