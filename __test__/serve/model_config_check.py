@@ -3,6 +3,11 @@ strictly as Triton's model_config.proto ModelConfig, with the generated code tri
 ships (tritonclient.grpc.model_config_pb2): an unknown field or a wrong type fails the parse.
 Prints each parsed message back as JSON (proto field names, defaults left out) for
 __test__/serve/model-config.spec.js, or {"error": ...} for one that does not parse.
+
+    python model_config_check.py [HOST:GRPC_PORT NAME...]
+
+With a gRPC address, also asks each NAME's config with tritonclient.grpc's get_model_config
+and prints them after, in the same form: {"rest": [...], "grpc": [...]}.
 """
 import json
 import sys
@@ -17,4 +22,11 @@ for doc in json.load(sys.stdin):
         out.append(json_format.MessageToDict(message, preserving_proto_field_name=True))
     except json_format.ParseError as e:
         out.append({"error": str(e)})
-print(json.dumps(out))
+if len(sys.argv) > 2:
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(sys.argv[1])
+    grpc_out = [json_format.MessageToDict(client.get_model_config(name).config, preserving_proto_field_name=True) for name in sys.argv[2:]]
+    print(json.dumps({"rest": out, "grpc": grpc_out}))
+else:
+    print(json.dumps(out))

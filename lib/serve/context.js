@@ -113,10 +113,10 @@ const describeName = (name) => JSON.stringify(typeof name === 'string' && name.l
 /**
  * The server metadata's extensions: Triton's names (2.51 lists them in this order) for what
  * serve does as Triton does, and no others. Metrics and dynamic batching are no protocol
- * extensions; the model configuration, trace and logging extensions are not Triton's yet.
+ * extensions; the trace and logging extensions are not Triton's yet.
  */
 function extensionsOf(ctx) {
-  const list = ['classification', 'sequence', 'model_repository', 'schedule_policy'];
+  const list = ['classification', 'sequence', 'model_repository', 'schedule_policy', 'model_configuration'];
   if (ctx.shm.allowed) list.push('system_shared_memory');
   list.push('binary_tensor_data', 'statistics');
   return list;

@@ -11,6 +11,8 @@ const { refusal } = require('./restricted');
 const { STATUS, grpcError, statusOf } = require('./grpc-status');
 const { modelInfer } = require('./grpc-infer');
 const { HEALTH_DEFINITION, healthImplementation } = require('./grpc-health');
+const { tritonModelConfig } = require('./model-config');
+const { modelConfigResponse } = require('./model-config-pb');
 const { modelStatistics } = require('./statistics');
 const { LoadError } = require('./repository');
 const { resolveVersion: resolveVersionIn, metadata, notServing, controlOff } = require('./context');
@@ -89,6 +91,7 @@ function implementation(ctx, extensions, version) {
     }, 'health'),
     ServerMetadata: unary(() => ({ name: 'zgc-runtime', version, extensions }), 'metadata'),
     ModelMetadata: unary((req) => metadata(resolveVersion(req.name, req.version || undefined)), 'metadata'),
+    ModelConfig: unary((req) => ({ config: tritonModelConfig(resolveVersion(req.name, req.version || undefined)) }), 'model-config'),
     // Not wrapped when nothing is restricted: a tiny infer pays for no closure.
     ModelInfer: restricted.size === 0 ? infer : guarded('inference', infer),
     ModelStatistics: unary((req) => modelStatistics(ctx, req.name, req.version), 'statistics'),
@@ -126,6 +129,7 @@ const DEFINITION = {
   ModelReady: method('ModelReady', messages.NameVersion, encoders.ready),
   ServerMetadata: method('ServerMetadata', messages.Empty, encoders.serverMetadata),
   ModelMetadata: method('ModelMetadata', messages.NameVersion, encoders.modelMetadata),
+  ModelConfig: method('ModelConfig', messages.NameVersion, modelConfigResponse),
   ModelInfer: method('ModelInfer', null, encoders.inferResponse),
   ModelStatistics: method('ModelStatistics', messages.NameVersion, encoders.modelStatistics),
   SystemSharedMemoryStatus: method('SystemSharedMemoryStatus', messages.RegionName, encoders.sharedMemoryStatus),

@@ -593,6 +593,7 @@ const encoders = {
 };
 
 module.exports = {
+  Writer,
   DecodeError,
   decode,
   encoders,
