@@ -101,6 +101,12 @@ describe('the map of the house holds (docs/contributing.md)', () => {
     for (const f of files('src', '.rs').filter((f) => !f.endsWith('errors.rs'))) expect([f, /\bThrown\(/.test(code(read(f)))]).toEqual([f, false]);
   });
 
+  test('no room is too big to read: no source or test file over 600 lines', () => {
+    const sources = ['src', 'crates', 'lib', 'bin', 'scripts', 'bench', '__test__'].flatMap((d) => ['.rs', '.js', '.mjs', '.ts'].flatMap((ext) => files(d, ext)));
+    const big = sources.filter((f) => !f.includes(`${path.sep}fixtures${path.sep}build`) && !f.includes('node_modules')).map((f) => [f, read(f).split('\n').length - 1]).filter(([, n]) => n > 600);
+    expect(big).toEqual([]);
+  });
+
   test("lib/ never imports lib/serve (but the CLI's arguments, which read its limits and restricted names)", () => {
     const outside = files('lib', '.js').filter((f) => !f.startsWith(`lib${path.sep}serve`));
     for (const f of outside) {

@@ -6,11 +6,20 @@
 // as ModelReady says). An unknown service is NOT_FOUND for Check and SERVICE_UNKNOWN for Watch,
 // as the service's specification says.
 
-const { decode, encoders, messages } = require('./pb');
+const { decode, schema, Writer } = require('./pb');
 const { STATUS, grpcError } = require('./grpc-status');
 const { notServing } = require('./context');
 
 const SERVICE = 'grpc.health.v1.Health';
+/** Its request: the service whose health is asked ("" the server's). */
+const HealthCheckRequest = schema([[1, 'service', 'string']]);
+
+/** Its response: the status (0 UNKNOWN, 1 SERVING, 2 NOT_SERVING, 3 SERVICE_UNKNOWN). */
+function healthResponse(msg) {
+  const w = new Writer();
+  w.uint(1, msg.status);
+  return w.finish();
+}
 /** HealthCheckResponse.ServingStatus. */
 const SERVING = 1;
 const NOT_SERVING = 2;
@@ -72,8 +81,8 @@ const HEALTH_DEFINITION = {
     requestStream: false,
     responseStream: false,
     requestSerialize: () => Buffer.alloc(0),
-    requestDeserialize: (buf) => decode(messages.HealthCheckRequest, buf),
-    responseSerialize: encoders.health,
+    requestDeserialize: (buf) => decode(HealthCheckRequest, buf),
+    responseSerialize: healthResponse,
     responseDeserialize: (buf) => buf,
   },
   Watch: {
@@ -81,8 +90,8 @@ const HEALTH_DEFINITION = {
     requestStream: false,
     responseStream: true,
     requestSerialize: () => Buffer.alloc(0),
-    requestDeserialize: (buf) => decode(messages.HealthCheckRequest, buf),
-    responseSerialize: encoders.health,
+    requestDeserialize: (buf) => decode(HealthCheckRequest, buf),
+    responseSerialize: healthResponse,
     responseDeserialize: (buf) => buf,
   },
 };

@@ -381,8 +381,6 @@ const NameVersion = schema([
   [2, 'version', 'string'],
 ]);
 const Empty = schema([]);
-/** grpc.health.v1's request: the service whose health is asked ("" the server's). */
-const HealthCheckRequest = schema([[1, 'service', 'string']]);
 const RepositoryIndexRequest = schema([
   [1, 'repositoryName', 'string'],
   [2, 'ready', 'bool'],
@@ -470,15 +468,7 @@ function duration(d) {
   return w;
 }
 
-/** grpc.health.v1's HealthCheckResponse: its status (0 UNKNOWN, 1 SERVING, 2 NOT_SERVING, 3 SERVICE_UNKNOWN). */
-function healthResponse(msg) {
-  const w = new Writer();
-  w.uint(1, msg.status);
-  return w.finish();
-}
-
 const encoders = {
-  health: healthResponse,
   live: boolResponse('live'),
   ready: boolResponse('ready'),
   empty: () => Buffer.alloc(0),
@@ -594,8 +584,9 @@ const encoders = {
 
 module.exports = {
   Writer,
+  schema,
   DecodeError,
   decode,
   encoders,
-  messages: { ModelInferRequest, ModelInferHead, NameVersion, Empty, RepositoryIndexRequest, RepositoryModelRequest, RegionName, SharedMemoryRegister, HealthCheckRequest },
+  messages: { ModelInferRequest, ModelInferHead, NameVersion, Empty, RepositoryIndexRequest, RepositoryModelRequest, RegionName, SharedMemoryRegister },
 };
