@@ -86,6 +86,21 @@ describe('Content-Encoding gzip and deflate', () => {
     expect(sums(await infer(json))).toEqual(want);
   });
 
+  test('a chunked body is bounded by its compressed bytes too: empty members that inflate to nothing are a 413', async () => {
+    // 20-byte gzip members of nothing, 1.2 MB of them, sent without a declared length.
+    const empties = Buffer.concat(Array.from({ length: 60000 }, () => zlib.gzipSync(Buffer.alloc(0))));
+    const r = await infer(empties, { 'content-encoding': 'gzip', 'transfer-encoding': 'chunked' });
+    expect([r.status, r.json.error]).toEqual([413, `the request body is over the server's limit of ${MAX_BODY} bytes`]);
+    expect(sums(await infer(json))).toEqual(want);
+  });
+
+  test('bytes after the end of the compressed data are a 400, for deflate as for gzip', async () => {
+    const r = await infer(Buffer.concat([zlib.deflateSync(json), Buffer.from('trailing bytes')]), { 'content-encoding': 'deflate' });
+    expect([r.status, r.json.error]).toEqual([400, 'the request body has 14 bytes after the end of its deflate (zlib) data']);
+    const g = await infer(Buffer.concat([zlib.gzipSync(json), Buffer.from('trailing bytes')]), { 'content-encoding': 'gzip' });
+    expect(g.status).toBe(400);
+  });
+
   test('another encoding is a 400 naming the ones taken', async () => {
     const r = await infer(zlib.brotliCompressSync(json), { 'content-encoding': 'br' });
     expect([r.status, r.json.error]).toEqual([400, 'Content-Encoding "br" is not supported: send the request uncompressed, or gzip or deflate']);

@@ -94,3 +94,54 @@ function healthClient(target) {
     expect(await stopped).toEqual({ drained: true, unanswered: 0 });
   });
 });
+
+describe('grpc.health.v1 under --restricted-api health', () => {
+  const grpc = require('@grpc/grpc-js');
+  let repo;
+  let server;
+  let port;
+  beforeAll(async () => {
+    repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-health-'));
+    writeModel(repo, 'add', { 1: 'add' }, { instances: 1 });
+    server = await listenInProcess([repo, '--restricted-api', 'health:probe-key=s3cret']);
+    port = await server.server.listenGrpc(0, '127.0.0.1');
+  });
+  afterAll(async () => {
+    await server.stop();
+    fs.rmSync(repo, { recursive: true, force: true });
+  });
+
+  /** A call by grpc-js with the request's bytes as protobuf writes them (field 1, the service name). */
+  function call(method, service, metadata) {
+    const Client = grpc.makeGenericClientConstructor({
+      Check: { path: '/grpc.health.v1.Health/Check', requestStream: false, responseStream: false, requestSerialize: (b) => b, responseDeserialize: (b) => b },
+      Watch: { path: '/grpc.health.v1.Health/Watch', requestStream: false, responseStream: true, requestSerialize: (b) => b, responseDeserialize: (b) => b },
+    });
+    const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+    const request = Buffer.concat([Buffer.from([0x0a, service.length]), Buffer.from(service)]);
+    const md = new grpc.Metadata();
+    for (const [k, v] of Object.entries(metadata)) md.set(k, v);
+    return new Promise((resolve) => {
+      const done = (r) => {
+        client.close();
+        resolve(r);
+      };
+      if (method === 'Check') client.Check(request, md, (err, res) => done(err ? { code: err.code } : { status: res[1] }));
+      else {
+        const stream = client.Watch(request, md);
+        stream.on('data', (res) => {
+          stream.cancel();
+          done({ status: res[1] });
+        });
+        stream.on('error', (err) => done({ code: err.code }));
+      }
+    });
+  }
+
+  test('Check and Watch without the metadata are PERMISSION_DENIED, with it answered', async () => {
+    expect(await call('Check', 'add', {})).toEqual({ code: grpc.status.PERMISSION_DENIED });
+    expect(await call('Watch', 'add', {})).toEqual({ code: grpc.status.PERMISSION_DENIED });
+    expect(await call('Check', 'add', { 'probe-key': 's3cret' })).toEqual({ status: 1 });
+    expect(await call('Watch', 'add', { 'probe-key': 's3cret' })).toEqual({ status: 1 });
+  });
+});

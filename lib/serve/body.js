@@ -164,15 +164,17 @@ const DECODERS = { gzip: zlib.createGunzip, 'x-gzip': zlib.createGunzip, deflate
 /**
  * collectBody for a body sent compressed (`encoding`: gzip or deflate). maxBody and the
  * in-flight budget bound the decompressed bytes, so a decompression bomb is a 413 as soon as
- * it grows past maxBody, never more memory; the compressed length is checked too. Bytes that do
- * not decompress are a 400.
+ * it grows past maxBody, never more memory; maxBody bounds the compressed bytes too, declared
+ * or chunked (a stream of empty members inflates to nothing). Bytes that do not decompress, or
+ * that come after the compressed data ends, are a 400.
  */
 function collectCompressed(req, encoding, options, done) {
+  const { maxBody } = options;
+  const tooLarge = (n) => new RequestError('too_large', `the request body${n === undefined ? '' : ` of ${n} bytes`} is over the server's limit of ${maxBody} bytes`, { connection: 'close' });
   const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > options.maxBody) {
-    return done(new RequestError('too_large', `the request body of ${declared} bytes is over the server's limit of ${options.maxBody} bytes`, { connection: 'close' }), undefined);
-  }
+  if (declared !== undefined && Number(declared) > maxBody) return done(tooLarge(declared), undefined);
   const inflate = DECODERS[encoding]();
+  const what = encoding === 'deflate' ? 'deflate (zlib)' : 'gzip';
   // What collectBody reads of a request: no declared length (the decompressed one is unknown),
   // and complete once the decompressed stream has ended.
   inflate.headers = {};
@@ -190,11 +192,33 @@ function collectCompressed(req, encoding, options, done) {
     }
     done(err, body);
   };
-  inflate.on('error', (err) => finish(new RequestError('bad_request', `the request body is not valid ${encoding === 'deflate' ? 'deflate (zlib)' : 'gzip'} data: ${err.message}`, { connection: 'close' }), undefined));
+  let compressed = 0;
+  let ended = false;
+  let decoded = null;
+  // Answered once both the request and its decompressed data have ended, and only when the
+  // decoder took every byte sent (zlib ends a deflate stream at its end, whatever follows).
+  const complete = () => {
+    if (!ended || decoded === null) return;
+    if (inflate.bytesWritten < compressed) return finish(new RequestError('bad_request', `the request body has ${compressed - inflate.bytesWritten} bytes after the end of its ${what} data`, { connection: 'close' }), undefined);
+    finish(null, decoded.body);
+  };
+  req.on('data', (chunk) => {
+    compressed += chunk.length;
+    if (compressed > maxBody) finish(tooLarge(undefined), undefined);
+  });
+  req.once('end', () => {
+    ended = true;
+    complete();
+  });
+  inflate.on('error', (err) => finish(new RequestError('bad_request', `the request body is not valid ${what} data: ${err.message}`, { connection: 'close' }), undefined));
   req.once('close', () => {
     if (!req.complete) finish(new RequestError('canceled', 'the client went away'), undefined);
   });
-  collectBody(inflate, options, finish);
+  collectBody(inflate, options, (err, body) => {
+    if (err !== null) return finish(err, undefined);
+    decoded = { body };
+    complete();
+  });
   req.pipe(inflate);
 }
 

@@ -42,15 +42,20 @@ function statusOf(ctx, service) {
   return NOT_SERVING;
 }
 
-function healthImplementation(ctx) {
+/** `refused(call)`: the call's PERMISSION_DENIED when the health category is restricted and it lacks the metadata, else null. */
+function healthImplementation(ctx, refused) {
   return {
     Check(call, callback) {
+      const no = refused(call);
+      if (no !== null) return callback(no);
       const status = statusOf(ctx, call.request.service ?? '');
       if (status === SERVICE_UNKNOWN) return callback(grpcError(STATUS.NOT_FOUND, `unknown service "${call.request.service}": ask "" for the server, or a model's name`));
       callback(null, { status });
     },
     /** The status now, then each change, until the client ends the call or the server shuts down. */
     Watch(call) {
+      const no = refused(call);
+      if (no !== null) return void call.emit('error', no);
       const service = call.request.service ?? '';
       let last = null;
       const look = () => {

@@ -27,19 +27,21 @@ function loadGrpc() {
   }
 }
 
+/** PERMISSION_DENIED when `category` is restricted (--restricted-api) and the call lacks its metadata; else null. */
+function denied(restricted, call, category) {
+  if (restricted.size === 0) return null;
+  const why = refusal(restricted, category, (key) => {
+    const v = call.metadata.get(key)[0];
+    return typeof v === 'string' ? v : undefined;
+  });
+  return why === null ? null : grpcError(STATUS.PERMISSION_DENIED, why);
+}
+
 /** The service's handlers over the REST handler's context (`handler.context`). */
 function implementation(ctx, extensions, version) {
   const { repository, state, log, restricted } = ctx;
   const resolveVersion = (name, version) => resolveVersionIn(ctx, name, version);
-  /** PERMISSION_DENIED when `category` is restricted (--restricted-api) and the call lacks its metadata. */
-  const deniedCall = (call, category) => {
-    if (restricted.size === 0) return null;
-    const why = refusal(restricted, category, (key) => {
-      const v = call.metadata.get(key)[0];
-      return typeof v === 'string' ? v : undefined;
-    });
-    return why === null ? null : grpcError(STATUS.PERMISSION_DENIED, why);
-  };
+  const deniedCall = (call, category) => denied(restricted, call, category);
   const guarded = (category, handler) => (call, callback) => {
     const err = deniedCall(call, category);
     if (err !== null) return callback(err);
@@ -156,7 +158,8 @@ function listenGrpc(handler, port, host, { extensions, version, connections }) {
     'grpc.enable_channelz': 0,
   });
   server.addService(DEFINITION, implementation(handler.context, extensions, version));
-  server.addService(HEALTH_DEFINITION, healthImplementation(handler.context));
+  // The health category of --restricted-api covers grpc.health.v1 too, as it does ServerLive and ModelReady.
+  server.addService(HEALTH_DEFINITION, healthImplementation(handler.context, (call) => denied(handler.context.restricted, call, 'health')));
   return new Promise((resolve, reject) => {
     server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => {
       if (err) return reject(err);
