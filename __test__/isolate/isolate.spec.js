@@ -475,6 +475,43 @@ describe('serve: an isolated model next to a healthy one (issue 26)', () => {
   }, 60000);
 });
 
+describe('serve: a model reloaded while a run of its old pool is held', () => {
+  const { writeModel, listenInProcess } = require('../serve/setup');
+  const { request } = require('../serve/wire');
+
+  test("Triton's counters and the statistics never go down while the old pool drains", async () => {
+    const hold = holdFile();
+    const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-iso-reload-'));
+    writeModel(repo, 'faulty', { 1: 'faulty' }, { instances: 1, isolate: 'process' });
+    const server = await listenInProcess([repo, '--poll-ms', '0', '--model-control', 'explicit']);
+    const body = (mode, id) => JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP32', shape: [4], data: [1, 2, 3, 4] }, { name: 'mode', datatype: 'FP32', shape: [], data: [mode] }, { name: 'id', datatype: 'FP32', shape: [], data: [id] }] });
+    const infer = (mode, id) => request(`${server.url}/v2/models/faulty/infer`, { body: body(mode, id) });
+    const scrape = async () => (await request(`${server.url}/metrics`, { method: 'GET' })).text;
+    const count = (text, name) => Number(new RegExp(`^${name}\\{model="faulty",version="1"\\} (\\S+)$`, 'm').exec(text)[1]);
+    try {
+      for (let i = 0; i < 3; i++) expect((await infer(0, i)).status).toBe(200);
+      // Mode 7: held in the child until the hold file exists.
+      const held = infer(7, 3);
+      let text = await scrape();
+      while (count(text, 'zgc_runs_in_flight') !== 1) text = await scrape();
+      // The reload answers once the old pool is closed, so it is not awaited yet.
+      const reload = request(`${server.url}/v2/repository/models/faulty/load`, { body: '' });
+      // Switched: the version served is the new pool, with nothing in flight.
+      while (count(text, 'zgc_runs_in_flight') !== 0) text = await scrape();
+      expect(count(text, 'nv_inference_exec_count')).toBe(3);
+      const stats = (await request(`${server.url}/v2/models/faulty/stats`, { method: 'GET' })).json.model_stats[0];
+      expect(stats.execution_count).toBe(3);
+      hold.release();
+      expect((await held).status).toBe(200);
+      expect((await reload).status).toBe(200);
+      expect(count(await scrape(), 'nv_inference_exec_count')).toBe(4);
+    } finally {
+      hold.release();
+      await server.stop();
+    }
+  }, 60000);
+});
+
 describe('where the addon has no isolation (Windows, macOS)', () => {
   test('the package still loads, runs in-process and refuses isolate: \'process\' naming the platform', () => {
     jest.isolateModules(() => {

@@ -335,8 +335,15 @@ class Metrics {
     const f = this.perVersion.get(key) || versionFigures();
     const r = this.retired.get(key);
     const s = v.pool.stats();
-    const queue = r ? mergeHistograms(r.queueWaitHistogram, s.queueWaitHistogram) : s.queueWaitHistogram;
-    const compute = r ? mergeHistograms(r.computeHistogram, s.computeHistogram) : s.computeHistogram;
+    let queue = r ? mergeHistograms(r.queueWaitHistogram, s.queueWaitHistogram) : s.queueWaitHistogram;
+    let compute = r ? mergeHistograms(r.computeHistogram, s.computeHistogram) : s.computeHistogram;
+    // A pool switched out by a reload counts until it is retired: its figures never vanish meanwhile.
+    for (const d of this.repository.draining) {
+      if (d === v || keyOf(d.model.name, d.version) !== key) continue;
+      const ds = d.pool.stats();
+      queue = mergeHistograms(ds.queueWaitHistogram, queue);
+      compute = mergeHistograms(ds.computeHistogram, compute);
+    }
     const asDuration = (h) => ({ count: h.count, ns: Math.round(h.sumMs * 1e6) });
     return { ...f, queue: asDuration(queue), compute: asDuration(compute) };
   }
