@@ -14,7 +14,7 @@ const hasProto = fs.existsSync(PYTHON.grpc) && spawnSync(PYTHON.grpc, ['-c', 'im
 function makeRepo() {
   const repo = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'zgc-config-'));
   writeModel(repo, 'add', { 1: 'add' }, { instances: 2, maxQueue: 7, timeoutMs: 1500 });
-  const dir = writeModel(repo, 'affine', { 1: 'affine-b1' }, { instances: 1, priorityLevels: 2, dynamicBatching: { variants: { 1: 'model.so', 4: 'model_b4.so' }, maxQueueDelayMs: 50, preferredBatchSizes: [4] } });
+  const dir = writeModel(repo, 'affine', { 1: 'affine-b1' }, { instances: 1, priorityLevels: 2, maxQueue: 1e10, dynamicBatching: { variants: { 1: 'model.so', 4: 'model_b4.so' }, maxQueueDelayMs: 50, preferredBatchSizes: [4] } });
   fs.copyFileSync(fixture('affine-b4'), path.join(dir, '1', 'model_b4.so'));
   writeModel(repo, 'acc', { 1: 'accum' }, { instances: 2, sequenceBatching: { idleTimeoutMs: 30000, maxSequences: 50 } });
   if (process.platform === 'linux') writeModel(repo, 'iso', { 1: 'add' }, { instances: 1, isolate: 'process', versionPolicy: 'all' });
@@ -61,7 +61,7 @@ function makeRepo() {
     expect(parsed.affine).toMatchObject({
       max_batch_size: 4,
       input: [{ name: 'x', dims: ['4'] }, { name: 's' }],
-      dynamic_batching: { preferred_batch_size: [4], max_queue_delay_microseconds: '50000', priority_levels: '2', default_queue_policy: { allow_timeout_override: true } },
+      dynamic_batching: { preferred_batch_size: [4], max_queue_delay_microseconds: '50000', priority_levels: '2', default_queue_policy: { allow_timeout_override: true, max_queue_size: 4294967295 } },
     });
     expect(JSON.parse(parsed.affine.parameters['dynamic_batching.variants'].string_value)).toEqual({ 1: 'model.so', 4: 'model_b4.so' });
   });

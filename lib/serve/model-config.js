@@ -18,6 +18,10 @@ function sharesInstances(v) {
   return v.pool.isolate !== 'process' && v.pool.runtimes[0].sources.some((s) => s.kind === 'state' && s.binding === 'bound');
 }
 
+/** The proto's 32-bit fields hold serve's larger settings at their most. */
+const UINT32 = 4294967295;
+const INT32 = 2147483647;
+
 /** The ModelConfig of model version `v`. */
 function tritonModelConfig(v) {
   const c = v.config;
@@ -29,7 +33,7 @@ function tritonModelConfig(v) {
   const param = (key, value) => {
     if (value !== undefined && value !== null) parameters[key] = { string_value: typeof value === 'string' ? value : JSON.stringify(value) };
   };
-  const queuePolicy = { timeout_action: 'REJECT', default_timeout_microseconds: (c.timeoutMs ?? 0) * 1000, allow_timeout_override: true, max_queue_size: Number.isFinite(c.maxQueue) ? c.maxQueue : 0 };
+  const queuePolicy = { timeout_action: 'REJECT', default_timeout_microseconds: (c.timeoutMs ?? 0) * 1000, allow_timeout_override: true, max_queue_size: Number.isFinite(c.maxQueue) ? Math.min(c.maxQueue, UINT32) : 0 };
   const config = {
     name: v.model.name,
     platform: 'zgc_executable',
@@ -38,7 +42,7 @@ function tritonModelConfig(v) {
     max_batch_size: batched ? sig.maxBatch : 0,
     input: sig.inputs.map((i) => ({ name: i.name, data_type: `TYPE_${i.datatype}`, format: 'FORMAT_NONE', dims: dims(i.shape), is_shape_tensor: false, allow_ragged_batch: false, optional: false })),
     output: sig.outputs.map((o) => ({ name: o.name, data_type: `TYPE_${o.datatype}`, dims: dims(o.shape), label_filename: '', is_shape_tensor: false })),
-    instance_group: [{ name: `${v.model.name}_0`, kind: 'KIND_CPU', count: c.instances, gpus: [], secondary_devices: [], profile: [], passive: false, host_policy: '' }],
+    instance_group: [{ name: `${v.model.name}_0`, kind: 'KIND_CPU', count: Math.min(c.instances, INT32), gpus: [], secondary_devices: [], profile: [], passive: false, host_policy: '' }],
     default_model_filename: '',
     parameters,
   };
@@ -68,7 +72,7 @@ function tritonModelConfig(v) {
       state: [],
       // BOUND state in-process: any number of sequences share the instances, oldest first;
       // else each holds an instance of its own, Triton's direct strategy.
-      ...(sharesInstances(v) ? { oldest: { max_candidate_sequences: s.maxSequences, preferred_batch_size: [], max_queue_delay_microseconds: 0, preserve_ordering: false } } : { direct: { max_queue_delay_microseconds: 0, minimum_slot_utilization: 0 } }),
+      ...(sharesInstances(v) ? { oldest: { max_candidate_sequences: Math.min(s.maxSequences, INT32), preferred_batch_size: [], max_queue_delay_microseconds: 0, preserve_ordering: false } } : { direct: { max_queue_delay_microseconds: 0, minimum_slot_utilization: 0 } }),
     };
     param('sequence_batching.max_sequences', s.maxSequences);
     param('sequence_batching.wait_ms', s.waitMs);
