@@ -53,9 +53,12 @@ function nativeHistogram(registry, name, help, field, repository, retired) {
 
 const versionFigures = () => ({ success: { count: 0, ns: 0 }, fail: { count: 0, ns: 0 }, input: { count: 0, ns: 0 }, output: { count: 0, ns: 0 }, last: 0 });
 
-/** A gauge per served model version, set at scrape time from its pool. */
-function perVersionGauge(m, name, help, pick) {
-  return new client.Gauge({
+/**
+ * A metric per served model version, read at scrape time from `pick(v)` (undefined: no
+ * series): a gauge is set, a counter incremented from zero (a switched-out version's stops with it).
+ */
+function perVersion(Metric, m, name, help, pick) {
+  return new Metric({
     name,
     help,
     labelNames: ['model', 'version'],
@@ -64,28 +67,16 @@ function perVersionGauge(m, name, help, pick) {
       this.reset();
       for (const v of m.repository.served()) {
         const value = pick(v);
-        if (value !== undefined) this.set({ model: v.model.name, version: v.version }, value);
+        if (value === undefined) continue;
+        const labels = { model: v.model.name, version: v.version };
+        if (Metric === client.Gauge) this.set(labels, value);
+        else this.inc(labels, value);
       }
     },
   });
 }
-
-/** A counter per served model version, read at scrape time (a switched-out version's stops with it). */
-function perVersionCounter(m, name, help, pick) {
-  return new client.Counter({
-    name,
-    help,
-    labelNames: ['model', 'version'],
-    registers: [m.registry],
-    collect() {
-      this.reset();
-      for (const v of m.repository.served()) {
-        const value = pick(v);
-        if (value !== undefined) this.inc({ model: v.model.name, version: v.version }, value);
-      }
-    },
-  });
-}
+const perVersionGauge = (...args) => perVersion(client.Gauge, ...args);
+const perVersionCounter = (...args) => perVersion(client.Counter, ...args);
 
 /** Requests: counts by outcome and protocol, durations, and those being answered. */
 function requestMetrics(m) {
