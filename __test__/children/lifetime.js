@@ -99,14 +99,17 @@ const scenarios = {
       rt.run({ x: new Float32Array(N) });
       registry.register(rt, i);
     }
+    // Finalisers run when the engine gets to them (under emulation and load, seconds late):
+    // collect until one has, bounded only far beyond any machine's pace.
     return new Promise((resolve) => {
-      const tick = (rounds) => {
+      const giveUp = Date.now() + 40000;
+      const tick = (round) => {
         gc();
         churn();
-        if (collected >= 40 || rounds === 0) resolve({ ok: collected > 0, collected });
-        else setTimeout(() => tick(rounds - 1), 10);
+        if (collected >= 40 || (collected > 0 && round >= 50) || Date.now() > giveUp) resolve({ ok: collected > 0, collected });
+        else setTimeout(() => tick(round + 1), 10);
       };
-      tick(50);
+      tick(0);
     });
   },
 

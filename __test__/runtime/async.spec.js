@@ -19,6 +19,21 @@ function slow(ms) {
   return rt;
 }
 
+/**
+ * slow-gated: run k of the instance waits until gate[0] >= k and writes k to started[0] as it
+ * begins, so a test holds a run on the instance by construction and releases it.
+ */
+function gated() {
+  const rt = load(fixture('slow-gated'));
+  rt.set('sleep_ms', 0);
+  const gate = rt.storage('gate');
+  const started = rt.storage('started');
+  const begun = async (k) => {
+    while (started[0] < k) await new Promise((r) => setImmediate(r));
+  };
+  return { rt, gate, begun };
+}
+
 describe('runAsync', () => {
   test('gives the same outputs as run, as Tensors', async () => {
     const rt = load(fixture('add'));
@@ -89,7 +104,7 @@ describe('runAsync', () => {
   });
 
   test('an AbortSignal cancels a run that has not started; a started run finishes', async () => {
-    const rt = slow(80);
+    const { rt, gate, begun } = gated();
     const controller = new AbortController();
     const started = rt.runAsync({ x: [1, 1, 1, 1] }, { signal: controller.signal });
     const queued = rt.runAsync({ x: [2, 2, 2, 2] }, { signal: controller.signal });
@@ -97,8 +112,9 @@ describe('runAsync', () => {
       () => 'resolved',
       (err) => err,
     );
-    await sleep(20);
+    await begun(1);
     controller.abort();
+    gate[0] = Infinity;
     expect((await started)[0].data[0]).toBe(2);
     const err = await queuedResult;
     expect(err).toBeInstanceOf(DOMException);
@@ -157,13 +173,15 @@ describe('runAsync', () => {
   });
 
   test('close() during a run: the run finishes before deinit, queued runs reject ERR_ZGC_CLOSED', async () => {
-    const rt = slow(100);
+    const { rt, gate, begun } = gated();
     const inFlight = rt.runAsync({ x: [3, 3, 3, 3] });
     const queued = rt.runAsync({ x: [4, 4, 4, 4] });
     const queuedResult = queued.catch((err) => err);
-    await sleep(20);
+    await begun(1);
     rt.close();
     expect(rt.closed).toBe(true);
+    // The run is still held: the storage it reads outlives close() until it finishes.
+    gate[0] = 1;
     // slow.c fails a run whose storage was deinitialised under it.
     expect(data((await inFlight)[0])).toEqual([6, 6, 6, 6]);
     const err = await queuedResult;
