@@ -221,14 +221,8 @@ impl NativeIsolate {
                 let source = iso.signature.sources.get(index).ok_or_else(|| Error::UnknownSource { name: format!("#{index}"), known: String::new() })?.clone();
                 let view = values.view().ok_or_else(|| unsupported(&source, &values))?;
                 if as_storage || is_storage(&source, &values) {
-                    let bytes: &[u8] = match view {
-                        Elements::F32(v) => zgc::ffi::memory::bytes_of(v),
-                        Elements::F64(v) => zgc::ffi::memory::bytes_of(v),
-                        Elements::U16(v) => zgc::ffi::memory::bytes_of(v),
-                        Elements::I8(v) => zgc::ffi::memory::bytes_of(v),
-                        Elements::U8(v) => v,
-                    };
-                    check_storage(&source, &values.class_name(), bytes.len())?;
+                    let bytes = view.bytes();
+                    check_storage(&source, view.kind(), bytes.len())?;
                     if let (DType::Bool, Elements::U8(v)) = (source.tensor.dtype, view) {
                         dtype::check_bool(&source.name, v)?;
                     }

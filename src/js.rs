@@ -5,7 +5,7 @@ use zgc::ffi::memory::AlignedBuf;
 use zgc::ffi::memory::{elements, elements_mut};
 use zgc::ffi::runtime::BoundRegion;
 use zgc::abi::DType;
-use zgc::dtype::{Elements, ElementsMut};
+use zgc::dtype::{ArrayKind, Elements, ElementsMut};
 use napi::bindgen_prelude::{FromNapiValue, Float32Array, Int8Array, ToNapiValue, TypedArray, Uint16Array, Uint8Array};
 use napi::{sys, Env, JsValue};
 use std::borrow::Cow;
@@ -65,6 +65,19 @@ impl JsArray {
             T::biguint64_array => "BigUint64Array",
             FLOAT16_ARRAY => "Float16Array",
             _ => return Cow::Owned(string_tag(self.env, self.value).unwrap_or_else(|| "a TypedArray of a kind Node-API does not name".into())),
+        })
+    }
+
+    /// The kind of array the core reads, or `None` for one it does not.
+    pub fn kind(&self) -> Option<ArrayKind> {
+        use sys::TypedarrayType as T;
+        Some(match self.kind {
+            T::float32_array => ArrayKind::F32,
+            T::float64_array => ArrayKind::F64,
+            T::uint16_array => ArrayKind::U16,
+            T::int8_array => ArrayKind::I8,
+            T::uint8_array => ArrayKind::U8,
+            _ => return None,
         })
     }
 
@@ -242,7 +255,7 @@ unsafe impl BoundRegion for JsRegion {
     fn is_live(&mut self) -> bool {
         matches!(self.current(), Ok((ptr, len)) if ptr == self.ptr.cast_const() && len >= self.len)
     }
-    fn js_owned(&self) -> bool {
+    fn caller_owned(&self) -> bool {
         true
     }
 }

@@ -194,7 +194,7 @@ impl Lanes {
         match message {
             Message::Snapshot { core, reply } => {
                 // The worker waits for this and holds no lock meanwhile.
-                let copies = core.lock_unchecked().snapshot_js_storage();
+                let copies = core.lock_unchecked().snapshot_caller_storage();
                 let _ = reply.send(copies);
             }
             Message::Batch(batch) => {

@@ -9,7 +9,7 @@ use crate::js::unknown;
 use zgc::abi::{Binding, DType};
 use zgc::dtype::{self, Elements};
 use zgc::executor::Core;
-use zgc::instance::{Feed, PACKED_ALIGNMENT};
+use zgc::instance::{check_bound, not_storage, Feed, PACKED_ALIGNMENT};
 use zgc::meta::SourceInfo;
 use zgc::offload::Offload;
 use zgc::run::{self, Input, Run};
@@ -66,7 +66,7 @@ pub(crate) fn source_index(artifact: &Artifact, index: u32) -> napi::Result<usiz
 
 pub(crate) fn is_storage(source: &SourceInfo, values: &JsArray) -> bool {
     // The binding first: it rules out most inputs without naming the array.
-    source.binding == Binding::Bound && run::takes_as_storage(source, &values.class_name(), values.len())
+    source.binding == Binding::Bound && run::takes_as_storage(source, values.kind(), values.len())
 }
 
 /// The arguments of one fast call, decoded into the core's run protocol (`zgc::run`): each
@@ -94,8 +94,8 @@ pub(crate) fn run_with(core: &Core, instance: &mut Instance, args: &FastArgs) ->
         })?;
         if is_storage(source, &array) {
             let region = JsRegion::hold(&array).map_err(|e| Error::Value { name: source.name.clone(), detail: e.reason.clone() })?;
-            let region = region.expect("a storage array is a kind some dtype binds");
-            run.input(index, Input::Storage { class: &array.class_name(), region: Box::new(region) })?;
+            let (Some(region), Some(kind)) = (region, array.kind()) else { unreachable!("a storage array is a kind some dtype binds") };
+            run.input(index, Input::Storage { kind, region: Box::new(region) })?;
         } else {
             let view = array.view().ok_or_else(|| unsupported(source, &array))?;
             run.input(index, Input::Values(view))?;
@@ -191,11 +191,10 @@ impl NativeRuntime {
         if let (DType::Bool, Some(Elements::U8(bytes))) = (source.tensor.dtype, storage.view()) {
             dtype::check_bool(&source.name, bytes).map_err(js_err)?;
         }
-        let given = storage.class_name();
-        match JsRegion::hold(storage).map_err(napi_err)? {
-            Some(region) => instance.bind(index, &given, Box::new(region)).map_err(js_err),
+        match (JsRegion::hold(storage).map_err(napi_err)?, storage.kind()) {
+            (Some(region), Some(kind)) => instance.bind(index, kind, Box::new(region)).map_err(js_err),
             // Not a kind any dtype binds: the core words the refusal.
-            None => instance.artifact().check_storage(index, &given, 0).map_err(js_err),
+            _ => Err(js_err(check_bound(source).err().unwrap_or_else(|| not_storage(source, &storage.class_name())))),
         }
     }
 }
@@ -285,14 +284,14 @@ impl NativeRuntime {
             let index = source_index(&artifact, index)?;
             let source = &artifact.sources[index];
             let dtype = source.tensor.dtype;
-            artifact.check_storage(index, dtype::storage_array(dtype), source.tensor.physical_bytes()).map_err(js_err)?;
+            artifact.check_storage(index, dtype::storage_kind(dtype), source.tensor.physical_bytes()).map_err(js_err)?;
             let bytes = source.tensor.physical_bytes();
             let buf = AlignedBuf::zeroed(bytes, PACKED_ALIGNMENT).ok_or_else(|| {
                 js_err(Error::OutOfMemory { what: format!("the storage of source {:?}", source.name), bytes, alignment: PACKED_ALIGNMENT })
             })?;
             self.with(|instance| match js::external_view(env, Arc::new(buf), dtype).map_err(napi_err)? {
                 js::ExternalView::Shared(view, shared) => {
-                    instance.bind(index, dtype::storage_array(dtype), Box::new(SharedStorage(shared))).map_err(js_err)?;
+                    instance.bind(index, dtype::storage_kind(dtype), Box::new(SharedStorage(shared))).map_err(js_err)?;
                     Ok(view)
                 }
                 js::ExternalView::Copied(array) => {
@@ -341,8 +340,8 @@ impl NativeRuntime {
             // A run that starts now copies JavaScript-owned bound storage now, on this thread.
             let temporary = if core.pending() == 0 && self.lanes.queue.figures().in_flight == 0 {
                 let mut instance = core.lock().map_err(js_err)?;
-                if instance.has_js_storage() {
-                    Some(instance.snapshot_js_storage().map_err(js_err)?)
+                if instance.has_caller_storage() {
+                    Some(instance.snapshot_caller_storage().map_err(js_err)?)
                 } else {
                     None
                 }

@@ -1,5 +1,6 @@
-//! The four ABI dtypes as JavaScript sees them: which TypedArray each takes and gives, and the
-//! conversions between them (f16 <-> f32 through `half`, bool checked to be 0 or 1).
+//! The four ABI dtypes as callers hand them over: which kind of array each takes and gives
+//! (`ArrayKind`, named in messages as the TypedArray users know), and the conversions between
+//! them (f16 <-> f32 through `half`, bool checked to be 0 or 1).
 
 use crate::abi::DType;
 use crate::error::{Error, Result};
@@ -7,7 +8,7 @@ use crate::ffi::memory::{bytes_of, bytes_of_mut};
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 use std::borrow::Cow;
 
-/// A borrowed run of elements, typed as the JavaScript array it came from.
+/// A borrowed run of elements, typed as the caller's array it came from.
 #[derive(Clone, Copy, Debug)]
 pub enum Elements<'a> {
     F32(&'a [f32]),
@@ -26,13 +27,37 @@ pub enum ElementsMut<'a> {
     U8(&'a mut [u8]),
 }
 
-/// The JavaScript class a source or output dtype uses for its storage form.
-pub fn storage_array(dtype: DType) -> &'static str {
+/// The element type of a caller's array, as the binding found it: what the core reads and
+/// writes, and what its messages name.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ArrayKind {
+    F32,
+    F64,
+    U16,
+    I8,
+    U8,
+}
+
+impl ArrayKind {
+    /// The array's name in messages: the TypedArray class the package's users hand over.
+    pub fn name(self) -> &'static str {
+        match self {
+            ArrayKind::F32 => "Float32Array",
+            ArrayKind::F64 => "Float64Array",
+            ArrayKind::U16 => "Uint16Array",
+            ArrayKind::I8 => "Int8Array",
+            ArrayKind::U8 => "Uint8Array",
+        }
+    }
+}
+
+/// The kind of array a source or output dtype uses for its storage form.
+pub fn storage_kind(dtype: DType) -> ArrayKind {
     match dtype {
-        DType::F32 => "Float32Array",
-        DType::F16 => "Uint16Array",
-        DType::I8 => "Int8Array",
-        DType::Bool => "Uint8Array",
+        DType::F32 => ArrayKind::F32,
+        DType::F16 => ArrayKind::U16,
+        DType::I8 => ArrayKind::I8,
+        DType::Bool => ArrayKind::U8,
     }
 }
 
@@ -58,13 +83,23 @@ impl Elements<'_> {
             Elements::U8(v) => v.len(),
         }
     }
-    pub fn js_name(&self) -> &'static str {
+    pub fn kind(&self) -> ArrayKind {
         match self {
-            Elements::F32(_) => "Float32Array",
-            Elements::F64(_) => "Float64Array",
-            Elements::U16(_) => "Uint16Array",
-            Elements::I8(_) => "Int8Array",
-            Elements::U8(_) => "Uint8Array",
+            Elements::F32(_) => ArrayKind::F32,
+            Elements::F64(_) => ArrayKind::F64,
+            Elements::U16(_) => ArrayKind::U16,
+            Elements::I8(_) => ArrayKind::I8,
+            Elements::U8(_) => ArrayKind::U8,
+        }
+    }
+    /// The elements' bytes, as the platform holds them.
+    pub fn bytes(&self) -> &[u8] {
+        match *self {
+            Elements::F32(v) => bytes_of(v),
+            Elements::F64(v) => bytes_of(v),
+            Elements::U16(v) => bytes_of(v),
+            Elements::I8(v) => bytes_of(v),
+            Elements::U8(v) => v,
         }
     }
 }
@@ -79,12 +114,12 @@ impl ElementsMut<'_> {
             ElementsMut::U8(v) => v.len(),
         }
     }
-    pub fn js_name(&self) -> &'static str {
+    pub fn kind(&self) -> ArrayKind {
         match self {
-            ElementsMut::F32(_) => "Float32Array",
-            ElementsMut::U16(_) => "Uint16Array",
-            ElementsMut::I8(_) => "Int8Array",
-            ElementsMut::U8(_) => "Uint8Array",
+            ElementsMut::F32(_) => ArrayKind::F32,
+            ElementsMut::U16(_) => ArrayKind::U16,
+            ElementsMut::I8(_) => ArrayKind::I8,
+            ElementsMut::U8(_) => ArrayKind::U8,
         }
     }
 }
@@ -124,7 +159,7 @@ pub fn to_storage<'a>(name: &str, dtype: DType, values: Elements<'a>) -> Result<
             name: name.to_owned(),
             dtype: dtype.as_str(),
             expected: value_arrays(dtype).to_owned(),
-            given: given.js_name().to_owned(),
+            given: given.kind().name().to_owned(),
         }),
     }
 }
@@ -143,7 +178,7 @@ pub fn output_target<'a>(what: impl FnOnce() -> String, dtype: DType, target: El
         (DType::F16, ElementsMut::F32(v)) => Ok(OutputTarget::DecodeF16(v)),
         (DType::I8, ElementsMut::I8(v)) => Ok(OutputTarget::Direct(bytes_of_mut(v))),
         (DType::Bool, ElementsMut::U8(v)) => Ok(OutputTarget::Direct(bytes_of_mut(v))),
-        (dtype, given) => Err(Error::DType { name: what(), dtype: dtype.as_str(), expected: output_arrays(dtype).to_owned(), given: given.js_name().to_owned() }),
+        (dtype, given) => Err(Error::DType { name: what(), dtype: dtype.as_str(), expected: output_arrays(dtype).to_owned(), given: given.kind().name().to_owned() }),
     }
 }
 
@@ -208,12 +243,16 @@ mod tests {
     #[test]
     fn each_dtype_names_its_arrays() {
         let all = [DType::F32, DType::F16, DType::I8, DType::Bool];
-        assert_eq!(all.map(storage_array), ["Float32Array", "Uint16Array", "Int8Array", "Uint8Array"]);
+        assert_eq!(all.map(|d| storage_kind(d).name()), ["Float32Array", "Uint16Array", "Int8Array", "Uint8Array"]);
         assert_eq!(all.map(output_arrays), ["a Float32Array", "a Float32Array (values), a Uint16Array (f16 bits) or a Float16Array", "an Int8Array", "a Uint8Array"]);
         assert_eq!(value_arrays(DType::F16), "a Float32Array or Float64Array (rounded to f16), a Uint16Array of f16 bits or a Float16Array");
         let (mut a, mut b, mut c, mut d) = ([0f32; 1], [0u16; 1], [0i8; 1], [0u8; 1]);
-        let names = [ElementsMut::F32(&mut a), ElementsMut::U16(&mut b), ElementsMut::I8(&mut c), ElementsMut::U8(&mut d)].map(|e| e.js_name());
-        assert_eq!(names, ["Float32Array", "Uint16Array", "Int8Array", "Uint8Array"]);
+        let kinds = [ElementsMut::F32(&mut a), ElementsMut::U16(&mut b), ElementsMut::I8(&mut c), ElementsMut::U8(&mut d)].map(|e| e.kind());
+        assert_eq!(kinds, [ArrayKind::F32, ArrayKind::U16, ArrayKind::I8, ArrayKind::U8]);
+        let (e, f) = ([0f64; 2], [0u8; 3]);
+        let values = [Elements::F32(&a), Elements::F64(&e), Elements::U16(&b), Elements::I8(&c), Elements::U8(&f)];
+        assert_eq!(values.map(|v| v.kind().name()), ["Float32Array", "Float64Array", "Uint16Array", "Int8Array", "Uint8Array"]);
+        assert_eq!(values.map(|v| v.bytes().len()), [4, 16, 2, 1, 3]);
     }
 
     #[test]

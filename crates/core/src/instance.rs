@@ -8,11 +8,11 @@
 
 use crate::abi::{Binding, DType};
 use crate::artifact::Artifact;
-use crate::dtype::{self, Elements, ElementsMut, OutputTarget};
+use crate::dtype::{self, ArrayKind, Elements, ElementsMut, OutputTarget};
 use crate::error::{check, check_source, Error, Result};
 use crate::layout;
 use crate::meta::SourceInfo;
-use crate::ffi::memory::{bytes_of, bytes_of_mut, elements_mut, AlignedBuf};
+use crate::ffi::memory::{bytes_of_mut, elements_mut, AlignedBuf};
 use crate::ffi::runtime::{BoundRegion, LiveRuntime, SharedStorage, Temporary};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -91,17 +91,17 @@ impl Artifact {
         }
     }
 
-    /// Checks that `array` (a JavaScript class name) with `byte_len` bytes can be the
-    /// physical storage of BOUND source `index`.
-    pub fn check_storage(&self, index: usize, array: &str, byte_len: usize) -> Result<()> {
-        check_storage(&self.sources[index], array, byte_len)
+    /// Checks that an array of `kind` with `byte_len` bytes can be the physical storage of
+    /// BOUND source `index`.
+    pub fn check_storage(&self, index: usize, kind: ArrayKind, byte_len: usize) -> Result<()> {
+        check_storage(&self.sources[index], kind, byte_len)
     }
 
     /// New storage for BOUND source `index` that runs borrow one at a time (`Feed::Lend`):
     /// zeros, or `initial` (logical values, C order) packed into its physical layout.
     pub fn lendable_storage(&self, index: usize, initial: Option<Elements<'_>>) -> Result<AlignedBuf> {
         let source = &self.sources[index];
-        self.check_storage(index, dtype::storage_array(source.tensor.dtype), source.tensor.physical_bytes())?;
+        self.check_storage(index, dtype::storage_kind(source.tensor.dtype), source.tensor.physical_bytes())?;
         match initial {
             None => allocate(source),
             Some(values) => match self.stage_values(index, values)? {
@@ -114,7 +114,7 @@ impl Artifact {
     /// `storage` (from `lendable_storage` for the same source) lent to one staged run.
     pub fn stage_lent(&self, index: usize, storage: Arc<AlignedBuf>) -> Result<Feed<'static>> {
         let source = &self.sources[index];
-        self.check_storage(index, dtype::storage_array(source.tensor.dtype), storage.len())?;
+        self.check_storage(index, dtype::storage_kind(source.tensor.dtype), storage.len())?;
         Ok(Feed::Lend { index, storage })
     }
 
@@ -122,14 +122,8 @@ impl Artifact {
     /// the caller's memory (async runs).
     pub fn stage_storage(&self, index: usize, values: Elements<'_>) -> Result<Feed<'static>> {
         let source = &self.sources[index];
-        let bytes: &[u8] = match values {
-            Elements::F32(v) => bytes_of(v),
-            Elements::F64(v) => bytes_of(v),
-            Elements::U16(v) => bytes_of(v),
-            Elements::I8(v) => bytes_of(v),
-            Elements::U8(v) => v,
-        };
-        self.check_storage(index, values.js_name(), bytes.len())?;
+        let bytes = values.bytes();
+        self.check_storage(index, values.kind(), bytes.len())?;
         if let (DType::Bool, Elements::U8(v)) = (source.tensor.dtype, values) {
             dtype::check_bool(&source.name, v)?;
         }
@@ -156,23 +150,13 @@ pub fn logical_bytes<'a>(source: &SourceInfo, values: Elements<'a>) -> Result<Co
     dtype::to_storage(&source.name, t.dtype, values)
 }
 
-/// Checks that `array` (a JavaScript class name) with `byte_len` bytes can be the physical
-/// storage of BOUND `source`.
-pub fn check_storage(source: &SourceInfo, array: &str, byte_len: usize) -> Result<()> {
+/// Checks that an array of `kind` with `byte_len` bytes can be the physical storage of BOUND
+/// `source`.
+pub fn check_storage(source: &SourceInfo, kind: ArrayKind, byte_len: usize) -> Result<()> {
     let t = &source.tensor;
-    match source.binding {
-        Binding::Embedded => return Err(Error::Embedded { name: source.name.clone() }),
-        Binding::Owned => return Err(Error::NotBound { name: source.name.clone(), binding: "owned" }),
-        Binding::Bound => {}
-    }
-    let wanted = dtype::storage_array(t.dtype);
-    if array != wanted {
-        return Err(Error::DType {
-            name: source.name.clone(),
-            dtype: t.dtype.as_str(),
-            expected: format!("{} {wanted} of physical storage", if wanted.starts_with("Int") { "an" } else { "a" }),
-            given: array.to_owned(),
-        });
+    check_bound(source)?;
+    if kind != dtype::storage_kind(t.dtype) {
+        return Err(not_storage(source, kind.name()));
     }
     if byte_len != t.physical_bytes() {
         return Err(Error::Size {
@@ -182,6 +166,27 @@ pub fn check_storage(source: &SourceInfo, array: &str, byte_len: usize) -> Resul
         });
     }
     Ok(())
+}
+
+/// Checks that `source` takes storage at all: it is BOUND.
+pub fn check_bound(source: &SourceInfo) -> Result<()> {
+    match source.binding {
+        Binding::Embedded => Err(Error::Embedded { name: source.name.clone() }),
+        Binding::Owned => Err(Error::NotBound { name: source.name.clone(), binding: "owned" }),
+        Binding::Bound => Ok(()),
+    }
+}
+
+/// The refusal of an array named `given` (of another kind than the dtype's storage, or of no
+/// kind the runtime reads) as the storage of BOUND `source`.
+pub fn not_storage(source: &SourceInfo, given: &str) -> Error {
+    let wanted = dtype::storage_kind(source.tensor.dtype).name();
+    Error::DType {
+        name: source.name.clone(),
+        dtype: source.tensor.dtype.as_str(),
+        expected: format!("{} {wanted} of physical storage", if wanted.starts_with("Int") { "an" } else { "a" }),
+        given: given.to_owned(),
+    }
 }
 
 /// Largest packed storage kept for reuse after a source is packed again.
@@ -292,9 +297,9 @@ impl Instance {
     }
 
     /// Binds caller storage (`elementCount` elements laid out by offset and strides) to BOUND
-    /// source `index` without copying. `array` names the caller's array type.
-    pub fn bind(&mut self, index: usize, array: &str, region: Box<dyn BoundRegion>) -> Result<()> {
-        self.artifact.check_storage(index, array, region.byte_len())?;
+    /// source `index` without copying. `kind` is the caller's array's.
+    pub fn bind(&mut self, index: usize, kind: ArrayKind, region: Box<dyn BoundRegion>) -> Result<()> {
+        self.artifact.check_storage(index, kind, region.byte_len())?;
         let item = self.source(index).tensor.dtype.item_size();
         if (region.as_ptr() as usize) % item != 0 {
             let name = self.source(index).name.clone();
@@ -327,7 +332,7 @@ impl Instance {
         Ok(other)
     }
 
-    /// `apply` off the JavaScript thread: a region the feed displaces is handed back instead
+    /// `apply` off the caller's thread: a region the feed displaces is handed back instead
     /// of dropped, since it may be a JavaScript array.
     pub fn apply_keeping(&mut self, feed: Feed<'_>) -> Result<Option<Box<dyn BoundRegion>>> {
         match feed {
@@ -336,9 +341,9 @@ impl Instance {
         }
     }
 
-    /// Whether JavaScript-owned storage is bound, which async runs must copy at their start.
-    pub fn has_js_storage(&self) -> bool {
-        self.live.has_js_owned()
+    /// Whether caller-owned storage is bound, which async runs must copy at their start.
+    pub fn has_caller_storage(&self) -> bool {
+        self.live.has_caller_owned()
     }
 
     pub fn run(&mut self) -> Result<()> {
@@ -348,18 +353,18 @@ impl Instance {
         }
     }
 
-    /// On the JavaScript thread: copies of all storage JavaScript lent to this instance, for
+    /// On the caller's thread: copies of all storage the caller lent to this instance, for
     /// `run_detached` on another thread.
-    pub fn snapshot_js_storage(&mut self) -> Result<Vec<Temporary>> {
+    pub fn snapshot_caller_storage(&mut self) -> Result<Vec<Temporary>> {
         let keys: Vec<u32> = self.artifact.sources.iter().map(|s| s.key).collect();
-        self.live.snapshot_js(&keys, PACKED_ALIGNMENT).map_err(|slot| match slot {
+        self.live.snapshot_caller_owned(&keys, PACKED_ALIGNMENT).map_err(|slot| match slot {
             Ok(slot) => Error::Detached { name: self.source(slot).name.clone() },
             Err(bytes) => Error::OutOfMemory { what: "a copy of bound storage".into(), bytes, alignment: PACKED_ALIGNMENT },
         })
     }
 
-    /// Runs without reading JavaScript memory: `temporary` (from `snapshot_js_storage`)
-    /// stands in for every JS-owned binding during the run.
+    /// Runs without reading the caller's memory: `temporary` (from `snapshot_caller_storage`)
+    /// stands in for every caller-owned binding during the run.
     pub fn run_detached(&mut self, temporary: &[Temporary]) -> Result<()> {
         match self.live.run_detached(temporary) {
             Err(slot) => Err(Error::Detached { name: self.source(slot).name.clone() }),

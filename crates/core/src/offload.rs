@@ -1,4 +1,4 @@
-//! Whether an async run leaves the JavaScript thread. A hop to another thread and back costs
+//! Whether an async run leaves the caller's thread. A hop to another thread and back costs
 //! tens of microseconds; a tiny graph runs in well under one. `Auto` runs a graph inline
 //! (still behind a Promise) while its measured run time stays below the measured cost of a
 //! hop, and offloads it from the first run that is slower, so the event loop is never held
@@ -64,7 +64,7 @@ impl Estimate {
 }
 
 /// The `Auto` decision for one runtime or pool, updated from every run's timings. Shared
-/// between the JavaScript thread (inline runs) and the threads that run offloaded ones.
+/// between the caller's thread (inline runs) and the threads that run offloaded ones.
 pub struct Policy {
     mode: Offload,
     /// Run time (inputs in, graph, outputs out) of recent runs, inline or offloaded.
@@ -95,7 +95,7 @@ impl Policy {
         self.mode
     }
 
-    /// Whether the next async run should run inline on the JavaScript thread.
+    /// Whether the next async run should run inline on the caller's thread.
     pub fn inline(&self) -> bool {
         self.inline.load(Ordering::Relaxed)
     }

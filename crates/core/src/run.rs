@@ -4,25 +4,25 @@
 //! runs and for async runs' staged inputs alike.
 
 use crate::abi::Binding;
-use crate::dtype::{self, Elements, ElementsMut};
+use crate::dtype::{self, ArrayKind, Elements, ElementsMut};
 use crate::error::Result;
 use crate::executor::Core;
 use crate::ffi::runtime::BoundRegion;
 use crate::instance::Instance;
 use crate::meta::SourceInfo;
 
-/// Whether an array of kind `class` (`dtype::storage_array`'s names) and `len` elements given
+/// Whether an array of `kind` (`None`: one the runtime does not read) and `len` elements given
 /// for `source` is its physical storage, to be bound: the identity layout's, or exactly
 /// `elementCount` elements of a padded one. Anything else is logical values, copied in.
-pub fn takes_as_storage(source: &SourceInfo, class: &str, len: usize) -> bool {
+pub fn takes_as_storage(source: &SourceInfo, kind: Option<ArrayKind>, len: usize) -> bool {
     let t = &source.tensor;
-    source.binding == Binding::Bound && class == dtype::storage_array(t.dtype) && len == t.element_count && (t.is_identity() || t.element_count != t.logical_count)
+    source.binding == Binding::Bound && kind == Some(dtype::storage_kind(t.dtype)) && len == t.element_count && (t.is_identity() || t.element_count != t.logical_count)
 }
 
 /// One run input as the caller found it.
 pub enum Input<'a> {
-    /// Memory to bind without a copy; `class` names its kind.
-    Storage { class: &'a str, region: Box<dyn BoundRegion> },
+    /// Memory to bind without a copy, of the caller's array of `kind`.
+    Storage { kind: ArrayKind, region: Box<dyn BoundRegion> },
     /// Values to copy into the source.
     Values(Elements<'a>),
 }
@@ -46,8 +46,8 @@ impl<'a> Run<'a> {
     /// Applies input `index`.
     pub fn input(&mut self, index: usize, input: Input<'_>) -> Result<()> {
         match input {
-            Input::Storage { class, region } => {
-                let outcome = self.instance.bind(index, class, region);
+            Input::Storage { kind, region } => {
+                let outcome = self.instance.bind(index, kind, region);
                 // Noted whatever the outcome: a refused bind has dropped the source's old one.
                 self.core.note_bindings(self.instance);
                 outcome?;

@@ -5,7 +5,7 @@
 mod common;
 
 use std::sync::Arc;
-use zgc_runtime_core::dtype::{Elements, ElementsMut};
+use zgc_runtime_core::dtype::{ArrayKind, Elements, ElementsMut};
 use zgc_runtime_core::instance::OutputData;
 use zgc_runtime_core::ffi::memory::AlignedBuf;
 use zgc_runtime_core::ffi::runtime::BoundRegion;
@@ -46,23 +46,23 @@ fn binding_storage_is_checked_for_kind_size_alignment_and_binding() {
     let idx = |n: &str| artifact.source_index(n).unwrap();
     let mut rt = Instance::new(artifact.clone()).unwrap();
     // wt: f32 [2, 3] transposed, 6 physical elements.
-    let err = rt.bind(idx("wt"), "Int8Array", storage(&[0.0; 6])).unwrap_err();
+    let err = rt.bind(idx("wt"), ArrayKind::I8, storage(&[0.0; 6])).unwrap_err();
     assert_eq!(err.code(), "ERR_ZGC_DTYPE");
     assert_eq!(err.to_string(), "source \"wt\" (f32) expects a Float32Array of physical storage, got Int8Array");
-    let err = rt.bind(idx("qb"), "Uint8Array", storage(&[0.0; 1])).unwrap_err();
+    let err = rt.bind(idx("qb"), ArrayKind::U8, storage(&[0.0; 1])).unwrap_err();
     assert_eq!(err.to_string(), "source \"qb\" (i8) expects an Int8Array of physical storage, got Uint8Array");
-    let err = rt.bind(idx("wt"), "Float32Array", storage(&[0.0; 5])).unwrap_err();
+    let err = rt.bind(idx("wt"), ArrayKind::F32, storage(&[0.0; 5])).unwrap_err();
     assert_eq!(err.code(), "ERR_ZGC_SIZE");
     assert_eq!(err.to_string(), "source \"wt\" expects 6 elements of physical storage (elementCount), got 5 elements");
-    let err = rt.bind(idx("wt"), "Float32Array", Box::new(Misaligned(AlignedBuf::zeroed(25, 64).unwrap()))).unwrap_err();
+    let err = rt.bind(idx("wt"), ArrayKind::F32, Box::new(Misaligned(AlignedBuf::zeroed(25, 64).unwrap()))).unwrap_err();
     assert_eq!(err.code(), "ERR_ZGC_ALIGNMENT");
     assert!(err.to_string().contains("is not aligned to 4 bytes"), "{err}");
-    let err = rt.bind(idx("x"), "Float32Array", storage(&[0.0; 6])).unwrap_err();
+    let err = rt.bind(idx("x"), ArrayKind::F32, storage(&[0.0; 6])).unwrap_err();
     assert_eq!((err.code(), err.to_string()), ("ERR_ZGC_NOT_BOUND", "source \"x\" is owned, not bound: use set() or run() inputs to give it values".into()));
-    let err = rt.bind(idx("k"), "Float32Array", storage(&[0.0; 3])).unwrap_err();
+    let err = rt.bind(idx("k"), ArrayKind::F32, storage(&[0.0; 3])).unwrap_err();
     assert_eq!(err.code(), "ERR_ZGC_EMBEDDED");
     // A good binding is read in place: the transposed layout puts logical (i, j) at j * 2 + i.
-    rt.bind(idx("wt"), "Float32Array", storage(&[1.0, 4.0, 2.0, 5.0, 3.0, 6.0])).unwrap();
+    rt.bind(idx("wt"), ArrayKind::F32, storage(&[1.0, 4.0, 2.0, 5.0, 3.0, 6.0])).unwrap();
     for name in ["wp", "wn"] {
         rt.set(idx(name), Elements::F32(&[0.0; 6])).unwrap();
     }

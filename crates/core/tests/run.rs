@@ -148,7 +148,7 @@ fn every_malformed_variant_is_refused_at_load_with_its_code_and_rule() {
 /// The run protocol (`zgc_runtime_core::run`): inputs bound or copied, one run, outputs copied out.
 mod protocol {
     use super::*;
-    use zgc_runtime_core::dtype::ElementsMut;
+    use zgc_runtime_core::dtype::{ArrayKind, ElementsMut};
     use zgc_runtime_core::executor::Core;
     use zgc_runtime_core::ffi::memory::{elements_mut, AlignedBuf};
     use zgc_runtime_core::run::{takes_as_storage, Input, Run};
@@ -168,7 +168,7 @@ mod protocol {
         elements_mut::<f32>(storage.as_bytes_mut()).unwrap().copy_from_slice(&[1.5, 2.5]);
         let mut run = Run::begin(&core, &mut instance);
         run.input(run_status, Input::Values(Elements::I8(&[0]))).unwrap();
-        run.input(buf, Input::Storage { class: "Float32Array", region: Box::new(storage) }).unwrap();
+        run.input(buf, Input::Storage { kind: ArrayKind::F32, region: Box::new(storage) }).unwrap();
         let mut out = [0f32];
         run.run().unwrap().copy(0, ElementsMut::F32(&mut out)).unwrap();
         assert_eq!(out, [4.0]);
@@ -183,7 +183,7 @@ mod protocol {
         // A refused input stops the run there; the instance stays usable.
         let mut run = Run::begin(&core, &mut instance);
         assert_eq!(run.input(run_status, Input::Values(Elements::F32(&[0.0]))).unwrap_err().code(), "ERR_ZGC_DTYPE");
-        assert_eq!(run.input(buf, Input::Storage { class: "Int8Array", region: Box::new(AlignedBuf::zeroed(8, 64).unwrap()) }).unwrap_err().code(), "ERR_ZGC_DTYPE");
+        assert_eq!(run.input(buf, Input::Storage { kind: ArrayKind::I8, region: Box::new(AlignedBuf::zeroed(8, 64).unwrap()) }).unwrap_err().code(), "ERR_ZGC_DTYPE");
         assert_eq!(run.instance().artifact().sources.len(), 4);
         run.input(run_status, Input::Values(Elements::I8(&[0]))).unwrap();
         run.run().unwrap().copy(0, ElementsMut::F32(&mut out)).unwrap();
@@ -195,16 +195,17 @@ mod protocol {
         let artifact = status();
         let buf = &artifact.sources[artifact.source_index("buf").unwrap()];
         let owned = &artifact.sources[artifact.source_index("run_status").unwrap()];
-        assert!(takes_as_storage(buf, "Float32Array", 2));
-        assert!(!takes_as_storage(buf, "Float32Array", 1));
-        assert!(!takes_as_storage(buf, "Float64Array", 2));
-        assert!(!takes_as_storage(owned, "Int8Array", 1), "an OWNED source takes values only");
+        assert!(takes_as_storage(buf, Some(ArrayKind::F32), 2));
+        assert!(!takes_as_storage(buf, Some(ArrayKind::F32), 1));
+        assert!(!takes_as_storage(buf, Some(ArrayKind::F64), 2));
+        assert!(!takes_as_storage(buf, None, 2), "an array of no kind the runtime reads");
+        assert!(!takes_as_storage(owned, Some(ArrayKind::I8), 1), "an OWNED source takes values only");
         // Not the identity layout: a padded one's physical length (9 for 6 values) is storage;
         // a transposed one's is its logical length too, and is taken as values.
         let dtypes = Artifact::open(&build("dtypes", "dtypes.c", &[])).unwrap();
         let source = |name: &str| dtypes.sources[dtypes.source_index(name).unwrap()].clone();
-        assert!(takes_as_storage(&source("wp"), "Float32Array", 9));
-        assert!(!takes_as_storage(&source("wp"), "Float32Array", 6));
-        assert!(!takes_as_storage(&source("wt"), "Float32Array", 6));
+        assert!(takes_as_storage(&source("wp"), Some(ArrayKind::F32), 9));
+        assert!(!takes_as_storage(&source("wp"), Some(ArrayKind::F32), 6));
+        assert!(!takes_as_storage(&source("wt"), Some(ArrayKind::F32), 6));
     }
 }

@@ -10,14 +10,14 @@ pub struct Core {
     pub(super) instance: Mutex<Instance>,
     /// Async runs of this instance queued or running. Sync calls are refused while any is.
     pub(super) pending: AtomicUsize,
-    /// Whether JavaScript-owned storage is bound: then every async run needs a copy of it,
-    /// made on the JavaScript thread when the run starts.
-    pub(super) js_storage: AtomicBool,
+    /// Whether caller-owned storage is bound: then every async run needs a copy of it,
+    /// made on the caller's thread when the run starts.
+    pub(super) caller_storage: AtomicBool,
 }
 
 impl Core {
     pub fn new(instance: Instance) -> Arc<Core> {
-        Arc::new(Core { instance: Mutex::new(instance), pending: AtomicUsize::new(0), js_storage: AtomicBool::new(false) })
+        Arc::new(Core { instance: Mutex::new(instance), pending: AtomicUsize::new(0), caller_storage: AtomicBool::new(false) })
     }
 
     /// The instance for a synchronous call: refused while async runs are pending or running.
@@ -33,7 +33,7 @@ impl Core {
         }
     }
 
-    /// The instance whatever is pending, for the JavaScript thread's part of an async run
+    /// The instance whatever is pending, for the caller's thread's part of an async run
     /// (a copy of bound storage while its worker waits): never blocks.
     pub fn lock_unchecked(&self) -> MutexGuard<'_, Instance> {
         match self.instance.try_lock() {
@@ -52,12 +52,12 @@ impl Core {
         self.pending.load(Ordering::Acquire)
     }
 
-    /// Called after anything that changes bindings, on the JavaScript thread.
+    /// Called after anything that changes bindings, on the caller's thread.
     pub fn note_bindings(&self, instance: &Instance) {
-        self.js_storage.store(instance.has_js_storage(), Ordering::Release);
+        self.caller_storage.store(instance.has_caller_storage(), Ordering::Release);
     }
 
-    /// On the JavaScript thread, when a finished run of this instance is settled.
+    /// On the caller's thread, when a finished run of this instance is settled.
     pub fn settled(&self) {
         self.pending.fetch_sub(1, Ordering::AcqRel);
     }

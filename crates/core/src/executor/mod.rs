@@ -1,9 +1,9 @@
-//! Async runs off the JavaScript thread: a queue of staged runs per runtime (or per pool),
+//! Async runs off the caller's thread: a queue of staged runs per runtime (or per pool),
 //! drained by one worker thread per instance. A worker that finds work runs it back to back
 //! and hands the finished runs over in batches; it sleeps only when the queue is empty, so
 //! the next run starts without waiting for JavaScript to settle the last one.
 //!
-//! What crosses to the JavaScript thread goes through a `Sink` (napi's threadsafe function in
+//! What crosses to the caller's thread goes through a `Sink` (napi's threadsafe function in
 //! the addon, a channel in the tests): finished runs, and requests for copies of bound storage
 //! that only that thread may read. Everything a run may have displaced (an earlier binding,
 //! perhaps a JavaScript array) goes back with it, to be dropped there.
@@ -31,13 +31,13 @@ pub fn admit(waiting: usize, instances: usize, free: usize, max_queue: usize) ->
     Ok(())
 }
 
-/// What a worker hands the JavaScript thread.
+/// What a worker hands the caller's thread.
 pub trait Sink<T>: Send + Sync + 'static {
     /// Finished runs. `Err` gives them back when that thread takes nothing more (its
     /// environment is going away); the worker then leaks them rather than drop JavaScript
     /// references on the wrong thread.
     fn deliver(&self, batch: Batch<T>) -> std::result::Result<(), Batch<T>>;
-    /// Copies of the JavaScript-owned storage bound to `core`, made on the JavaScript thread;
+    /// Copies of the caller-owned storage bound to `core`, made on the caller's thread;
     /// blocks until it answers. `None` when it cannot.
     fn snapshot(&self, core: &Arc<Core>) -> Option<Result<Vec<Temporary>>>;
     /// The worker of `lane` is done for good.
@@ -53,7 +53,7 @@ pub struct Job<T> {
     priority: i32,
     feeds: Vec<Feed<'static>>,
     f16_bits: bool,
-    /// Copies of JavaScript-owned storage made at the call, for a run that started at once.
+    /// Copies of caller-owned storage made at the call, for a run that started at once.
     temporary: Option<Vec<Temporary>>,
     submitted: Instant,
     /// It found a worker idle and nothing ahead of it: its wait is the cost of a hop.
@@ -64,7 +64,7 @@ pub struct Job<T> {
 pub struct Done<T> {
     pub token: T,
     pub result: Result<Vec<OutputData>>,
-    /// The instance it ran on, whose `settled` the JavaScript thread calls.
+    /// The instance it ran on, whose `settled` the caller's thread calls.
     pub core: Option<Arc<Core>>,
     pub queue_wait: Duration,
     pub compute: Duration,
@@ -86,7 +86,7 @@ pub struct Batch<T> {
     /// Regions the runs displaced (a JavaScript array among them, perhaps): dropped on the
     /// JavaScript thread.
     pub displaced: Vec<Box<dyn BoundRegion>>,
-    /// Instances a closed queue held for its last runs: dropped on the JavaScript thread too.
+    /// Instances a closed queue held for its last runs: dropped on the caller's thread too.
     pub pinned: Vec<Arc<Core>>,
 }
 
@@ -104,7 +104,7 @@ pub const BATCH_RUNS: usize = 256;
 /// How long an idle worker watches for the next run before it sleeps.
 pub const SPIN: Duration = Duration::from_micros(200);
 
-/// The part of a queue that inline runs (on the JavaScript thread) share with it.
+/// The part of a queue that inline runs (on the caller's thread) share with it.
 pub struct Shared {
     pub policy: Policy,
     pub stats: Mutex<Stats>,
@@ -193,7 +193,7 @@ impl<T: Send + 'static> Queue<T> {
     }
 
     /// Queues a run, behind those of its `priority` or higher. `Err` gives the token back with
-    /// the reason: closed, or the queue is full. `temporary`: copies of JavaScript-owned
+    /// the reason: closed, or the queue is full. `temporary`: copies of caller-owned
     /// storage, made for a run that starts now.
     #[allow(clippy::too_many_arguments)]
     pub fn submit(
@@ -402,7 +402,7 @@ impl<T: Send + 'static> Queue<T> {
                 }
                 let temporary = match job.temporary {
                     Some(copies) => Ok(copies),
-                    None if core.js_storage.load(Ordering::Acquire) => sink.snapshot(core).unwrap_or(Err(Error::Closed)),
+                    None if core.caller_storage.load(Ordering::Acquire) => sink.snapshot(core).unwrap_or(Err(Error::Closed)),
                     None => Ok(Vec::new()),
                 };
                 temporary.and_then(|temporary| {
@@ -415,8 +415,8 @@ impl<T: Send + 'static> Queue<T> {
     }
 }
 
-/// Applies staged inputs, runs with `temporary` standing in for JavaScript-owned storage, and
-/// copies the outputs out. Displaced regions are kept for the JavaScript thread.
+/// Applies staged inputs, runs with `temporary` standing in for caller-owned storage, and
+/// copies the outputs out. Displaced regions are kept for the caller's thread.
 /// Storage lent for the run (`Feed::Lend`) is bound for it alone: the instance's own binding
 /// comes back after it, whether the run succeeded or not.
 fn run_staged(instance: &mut Instance, feeds: Vec<Feed<'static>>, temporary: &[Temporary], f16_bits: bool, displaced: &mut Vec<Box<dyn BoundRegion>>) -> Result<Vec<OutputData>> {
@@ -442,7 +442,7 @@ fn run_staged(instance: &mut Instance, feeds: Vec<Feed<'static>>, temporary: &[T
 
 fn hand_over<T: 'static>(sink: &dyn Sink<T>, batch: Batch<T>) {
     if let Err(batch) = sink.deliver(batch) {
-        // The JavaScript thread is gone: what the runs hold may include its references.
+        // The caller's thread is gone: what the runs hold may include its references.
         std::mem::forget(batch);
     }
 }

@@ -17,11 +17,12 @@ use std::sync::Arc;
 pub unsafe trait BoundRegion: Send {
     fn as_ptr(&self) -> *mut u8;
     fn byte_len(&self) -> usize;
-    /// False once the memory may have been freed or moved (a detached JS buffer).
+    /// False once the memory may have been freed or moved (a detached JavaScript buffer).
     fn is_live(&mut self) -> bool;
-    /// True for memory JavaScript owns: it is read only on the JavaScript thread, and a run
-    /// on another thread gets a copy instead (`snapshot_js`, `run_detached`).
-    fn js_owned(&self) -> bool {
+    /// True for memory the caller owns (a JavaScript array): it is read only on the caller's
+    /// thread, and a run on another thread gets a copy instead (`snapshot_caller_owned`,
+    /// `run_detached`).
+    fn caller_owned(&self) -> bool {
         false
     }
     /// Storage the runtime allocated and packed itself, which it may reuse for a later
@@ -52,7 +53,7 @@ unsafe impl BoundRegion for SharedStorage {
     }
 }
 
-/// A copy of JS-owned bound storage standing in for it during one off-thread run.
+/// A copy of caller-owned bound storage standing in for it during one off-thread run.
 pub struct Temporary {
     slot: usize,
     key: u32,
@@ -128,8 +129,8 @@ impl LiveRuntime {
         }
     }
 
-    pub fn has_js_owned(&self) -> bool {
-        self.bound.iter().flatten().any(|r| r.js_owned())
+    pub fn has_caller_owned(&self) -> bool {
+        self.bound.iter().flatten().any(|r| r.caller_owned())
     }
 
     pub fn is_bound(&self, slot: usize) -> bool {
@@ -150,20 +151,20 @@ impl LiveRuntime {
         Ok(unsafe { (self.library.api.run)(self.rt()) })
     }
 
-    /// On the JavaScript thread: a copy of every JS-owned region. `Err(Ok(slot))`: the region
+    /// On the caller's thread: a copy of every caller-owned region. `Err(Ok(slot))`: the region
     /// in `slot` is gone; `Err(Err(bytes))`: no memory for a copy.
-    pub fn snapshot_js(&mut self, keys: &[u32], alignment: usize) -> std::result::Result<Vec<Temporary>, std::result::Result<usize, usize>> {
+    pub fn snapshot_caller_owned(&mut self, keys: &[u32], alignment: usize) -> std::result::Result<Vec<Temporary>, std::result::Result<usize, usize>> {
         let mut copies = Vec::new();
         for (slot, region) in self.bound.iter_mut().enumerate() {
             let Some(region) = region else { continue };
-            if !region.js_owned() {
+            if !region.caller_owned() {
                 continue;
             }
             if !region.is_live() {
                 return Err(Ok(slot));
             }
             let mut copy = AlignedBuf::zeroed(region.byte_len(), alignment).ok_or(Err(region.byte_len()))?;
-            // SAFETY: on the JS thread (the caller's contract), with `is_live` just true, the
+            // SAFETY: on the caller's thread (the caller's contract), with `is_live` just true, the
             // region is readable for `byte_len` bytes, and no JavaScript runs during the copy.
             let bytes = unsafe { std::slice::from_raw_parts(region.as_ptr().cast_const(), region.byte_len()) };
             copy.as_bytes_mut().copy_from_slice(bytes);
@@ -172,14 +173,14 @@ impl LiveRuntime {
         Ok(copies)
     }
 
-    /// Runs with each `Temporary` bound in place of its JS-owned region, then binds the
+    /// Runs with each `Temporary` bound in place of its caller-owned region, then binds the
     /// regions again (a pointer hand-back: their memory is not read here). Safe on any thread.
-    /// `Err(slot)`: a JS-owned region has no stand-in; `Ok(Err((slot, status)))`: the
+    /// `Err(slot)`: a caller-owned region has no stand-in; `Ok(Err((slot, status)))`: the
     /// artifact refused a stand-in; `Ok(Ok(status))`: the run's status.
     pub fn run_detached(&mut self, temporary: &[Temporary]) -> std::result::Result<std::result::Result<i32, (usize, i32)>, usize> {
         for (slot, region) in self.bound.iter_mut().enumerate() {
             let Some(region) = region else { continue };
-            let covered = if region.js_owned() { temporary.iter().any(|t| t.slot == slot) } else { region.is_live() };
+            let covered = if region.caller_owned() { temporary.iter().any(|t| t.slot == slot) } else { region.is_live() };
             if !covered {
                 return Err(slot);
             }
@@ -190,9 +191,9 @@ impl LiveRuntime {
             // caller keeps `temporary`) or, when restoring, the region this runtime keeps.
             unsafe { (self.library.api.bind_source)(rt, key, ptr.cast::<c_void>(), len) }
         };
-        // A slot whose JS-owned region was displaced since the copy (storage lent for this
+        // A slot whose caller-owned region was displaced since the copy (storage lent for this
         // run) keeps what is bound now.
-        let stand_ins: Vec<&Temporary> = temporary.iter().filter(|t| self.bound[t.slot].as_ref().is_some_and(|r| r.js_owned())).collect();
+        let stand_ins: Vec<&Temporary> = temporary.iter().filter(|t| self.bound[t.slot].as_ref().is_some_and(|r| r.caller_owned())).collect();
         let mut done = 0;
         let mut refused = None;
         for t in &stand_ins {
@@ -206,11 +207,11 @@ impl LiveRuntime {
         let outcome = match refused {
             Some(refusal) => Err(refusal),
             // SAFETY: `rt` is live; every region it reads is a stand-in copy owned by the caller
-            // or a region that is not JS-owned and was just found live.
+            // or a region that is not caller-owned and was just found live.
             None => Ok(unsafe { (self.library.api.run)(rt) }),
         };
         for t in &stand_ins[..done] {
-            let original = self.bound[t.slot].as_ref().expect("a JS-owned region is bound here");
+            let original = self.bound[t.slot].as_ref().expect("a caller-owned region is bound here");
             bind(t.key, original.as_ptr(), original.byte_len());
         }
         Ok(outcome)

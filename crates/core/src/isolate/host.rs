@@ -143,7 +143,7 @@ impl Host {
                 let source = artifact.sources.get(index).ok_or(Error::Value { name: format!("#{index}"), detail: "no such source".into() })?;
                 let (at, len) = self.layout.storage[index];
                 let slot = RegionSlot::new(self.region.clone(), at, len);
-                self.instance.bind(index, crate::dtype::storage_array(source.tensor.dtype), Box::new(slot))
+                self.instance.bind(index, crate::dtype::storage_kind(source.tensor.dtype), Box::new(slot))
             }
             other => Err(Error::Value { name: "command".into(), detail: format!("unknown command {other}") }),
         }
