@@ -356,6 +356,12 @@ impl NativeIsolate {
         self.inner.borrow().as_ref().map_or(0, |iso| iso.next_seq())
     }
 
+    /// The frame (an index into `frameLayout()`) of command `seq`.
+    #[napi]
+    pub fn frame_of(&self, seq: u32) -> u32 {
+        self.inner.borrow().as_ref().map_or(0, |iso| iso.layout.frame_index(seq) as u32)
+    }
+
     /// How many commands may be handed over at once.
     #[napi(getter)]
     pub fn frames(&self) -> u32 {

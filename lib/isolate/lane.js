@@ -104,7 +104,7 @@ class Lane {
   }
 
   frameOf(seq) {
-    return this.fast.frames[(seq - 1) % this.fast.frames.length];
+    return this.fast.frames[this.native.frameOf(seq)];
   }
 
   get busy() {

@@ -107,7 +107,7 @@ impl Host {
             }
             // Commands in order, each in its frame, back to back while more are waiting.
             let seq = done.wrapping_add(1);
-            let frame = (seq.wrapping_sub(1) as usize) % self.layout.frames.len();
+            let frame = self.layout.frame_index(seq);
             let at = self.layout.frames[frame].at;
             // Taken, unless the parent took it back first (then it is skipped, and counted done).
             if self.region.word(at + F_STATE).compare_exchange(STATE_READY, STATE_TAKEN, Ordering::AcqRel, Ordering::Acquire).is_ok() {

@@ -146,7 +146,13 @@ impl Layout {
 
     /// The frame of command number `seq` (1 for the first).
     pub fn frame(&self, seq: u32) -> &Frame {
-        &self.frames[(seq.wrapping_sub(1) as usize) % self.frames.len()]
+        &self.frames[self.frame_index(seq)]
+    }
+
+    /// Which frame command `seq` (counted from 1, wrapping) uses: the ring's one rule, which
+    /// the parent's JavaScript asks too rather than keep a copy.
+    pub fn frame_index(&self, seq: u32) -> usize {
+        (seq.wrapping_sub(1) as usize) % self.frames.len()
     }
 }
 
@@ -369,6 +375,7 @@ mod tests {
         assert_eq!(l.frame(3).at, l.frames[2].at);
         assert_eq!(l.frame(4).at, l.frames[0].at);
         assert_eq!(l.frame(0).at, l.frames[(u32::MAX as usize) % 3].at);
+        assert_eq!([1, 2, 3, 4, 0, u32::MAX].map(|seq| l.frame_index(seq)), [0, 1, 2, 0, (u32::MAX as usize) % 3, (u32::MAX as usize - 1) % 3]);
     }
 
     #[test]
