@@ -33,6 +33,13 @@ pub enum Feed<'a> {
 }
 
 impl Feed<'_> {
+    /// The source it feeds.
+    pub fn index(&self) -> usize {
+        match self {
+            Feed::Copy { index, .. } | Feed::Bind { index, .. } | Feed::Lend { index, .. } => *index,
+        }
+    }
+
     pub fn into_owned(self) -> Feed<'static> {
         match self {
             Feed::Copy { index, bytes } => Feed::Copy { index, bytes: Cow::Owned(bytes.into_owned()) },

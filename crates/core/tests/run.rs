@@ -191,6 +191,45 @@ mod protocol {
     }
 
     #[test]
+    fn storage_lent_to_a_run_is_given_back_after_it_whether_it_ran_or_failed() {
+        let artifact = status();
+        let (run_status, buf) = (artifact.source_index("run_status").unwrap(), artifact.source_index("buf").unwrap());
+        let mut instance = Instance::new(artifact.clone()).unwrap();
+        instance.set(buf, Elements::F32(&[1.0, 2.0])).unwrap();
+        let lent = Arc::new(artifact.lendable_storage(buf, Some(Elements::F32(&[100.0, 200.0]))).unwrap());
+        let staged = |status: i8| [artifact.stage_values(run_status, Elements::I8(&[status])).unwrap().into_owned(), artifact.stage_lent(buf, lent.clone()).unwrap()];
+        let mut displaced = Vec::new();
+        // Off the caller's thread, as a worker runs: the lent storage is read, the outputs read out.
+        let mut run = Run::off_thread(&mut instance, &mut displaced);
+        for feed in staged(0) {
+            run.input(feed.index(), Input::Staged(feed)).unwrap();
+        }
+        let out = run.run_detached(&[]).unwrap().read(false).unwrap();
+        assert_eq!(f32s(&out[0]), [300.0]);
+        // A run that fails gives the loan back too.
+        let mut run = Run::off_thread(&mut instance, &mut displaced);
+        for feed in staged(5) {
+            run.input(feed.index(), Input::Staged(feed)).unwrap();
+        }
+        assert_eq!(run.run_detached(&[]).err().unwrap().code(), "ERR_ZGC_SIZE_MISMATCH");
+        assert_eq!(Arc::strong_count(&lent), 1, "no binding holds the lent storage after its runs");
+        // The instance's own storage is bound again: the next plain run reads 1 + 2.
+        let mut run = Run::owned(&mut instance);
+        run.input(run_status, Input::Values(Elements::I8(&[0]))).unwrap();
+        let mut y = [0f32];
+        run.run().unwrap().copy(0, ElementsMut::F32(&mut y)).unwrap();
+        assert_eq!(y, [3.0]);
+        // Physical storage handed over to be copied, as a host child's frame is: not bound.
+        let mut frame = [7.0f32, 8.0];
+        let mut run = Run::owned(&mut instance);
+        run.input(buf, Input::StorageCopy(Elements::F32(&frame))).unwrap();
+        frame[0] = 1000.0;
+        run.run().unwrap().copy(0, ElementsMut::F32(&mut y)).unwrap();
+        assert_eq!(y, [15.0]);
+        assert!(displaced.is_empty(), "runtime-owned bindings displaced are dropped, not handed back");
+    }
+
+    #[test]
     fn storage_is_the_bound_source_s_own_array_of_its_physical_length() {
         let artifact = status();
         let buf = &artifact.sources[artifact.source_index("buf").unwrap()];

@@ -11,6 +11,7 @@
 use crate::error::{Error, Result};
 use crate::instance::{Feed, Instance, OutputData};
 use crate::offload::{Offload, Policy};
+use crate::run::{Input, Run};
 use crate::stats::Stats;
 use crate::ffi::runtime::{BoundRegion, Temporary};
 use std::collections::VecDeque;
@@ -420,24 +421,11 @@ impl<T: Send + 'static> Queue<T> {
 /// Storage lent for the run (`Feed::Lend`) is bound for it alone: the instance's own binding
 /// comes back after it, whether the run succeeded or not.
 fn run_staged(instance: &mut Instance, feeds: Vec<Feed<'static>>, temporary: &[Temporary], f16_bits: bool, displaced: &mut Vec<Box<dyn BoundRegion>>) -> Result<Vec<OutputData>> {
-    let mut lent = Vec::new();
-    let outcome = (|| {
-        for feed in feeds {
-            if let Feed::Lend { index, storage } = feed {
-                lent.push((index, instance.lend(index, storage)?));
-            } else if let Some(region) = instance.apply_keeping(feed)? {
-                displaced.push(region);
-            }
-        }
-        instance.run_detached(temporary)?;
-        instance.read_outputs(f16_bits)
-    })();
-    for (index, own) in lent.into_iter().rev() {
-        if let Some(region) = instance.give_back(index, own) {
-            displaced.push(region);
-        }
+    let mut run = Run::off_thread(instance, displaced);
+    for feed in feeds {
+        run.input(feed.index(), Input::Staged(feed))?;
     }
-    outcome
+    run.run_detached(temporary)?.read(f16_bits)
 }
 
 fn hand_over<T: 'static>(sink: &dyn Sink<T>, batch: Batch<T>) {

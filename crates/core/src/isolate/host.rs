@@ -4,6 +4,7 @@
 use super::*;
 use crate::dtype::{Elements, ElementsMut};
 use crate::instance::Instance;
+use crate::run::{Input, Outputs, Run};
 use crate::ffi::memory::{elements, elements_mut};
 use crate::ffi::process::{self, Channel, RegionSlot, SharedRegion};
 use crate::Artifact;
@@ -114,7 +115,7 @@ impl Host {
                 let outcome = self.execute(frame, self.region.word(at + F_CMD).load(Ordering::Acquire), self.region.word(at + F_ARG).load(Ordering::Acquire));
                 self.answer(at, outcome);
             } else {
-                self.clear_marks(frame);
+                self.take_marks(frame);
             }
             self.region.word(DONE).store(seq, Ordering::SeqCst);
             handshake();
@@ -131,12 +132,17 @@ impl Host {
 
     fn execute(&mut self, frame: usize, cmd: u32, arg: u32) -> Result<()> {
         match cmd {
-            RUN => {
-                self.apply_marks(frame)?;
-                self.instance.run()?;
-                self.write_outputs(frame)
+            RUN | SET => {
+                let artifact = self.instance.artifact().clone();
+                let marks = self.take_marks(frame);
+                let frame = &self.layout.frames[frame];
+                let mut run = Run::owned(&mut self.instance);
+                apply_marks(&self.region, frame, &artifact, &marks, &mut run)?;
+                if cmd == SET {
+                    return Ok(());
+                }
+                write_outputs(&self.region, frame, &artifact, run.run()?)
             }
-            SET => self.apply_marks(frame),
             STORAGE => {
                 let index = arg as usize;
                 let artifact = self.instance.artifact().clone();
@@ -149,59 +155,50 @@ impl Host {
         }
     }
 
-    fn clear_marks(&self, frame: usize) {
-        for index in 0..self.instance.artifact().sources.len() {
-            self.region.word(self.layout.frames[frame].mark(index)).store(MARK_NONE, Ordering::Release);
-        }
+    /// Which inputs the parent wrote into `frame`, and how (values or storage); the marks are
+    /// cleared, whatever the command then makes of them.
+    fn take_marks(&self, frame: usize) -> Vec<u32> {
+        let frame = &self.layout.frames[frame];
+        (0..self.instance.artifact().sources.len()).map(|index| self.region.word(frame.mark(index)).swap(MARK_NONE, Ordering::AcqRel)).collect()
     }
+}
 
-    /// Hands the instance every input the parent marked, clearing the marks.
-    fn apply_marks(&mut self, frame: usize) -> Result<()> {
-        let artifact = self.instance.artifact().clone();
-        let mut first_error = None;
-        for (index, source) in artifact.sources.iter().enumerate() {
-            let mark = self.region.word(self.layout.frames[frame].mark(index));
-            let kind = mark.swap(MARK_NONE, Ordering::AcqRel);
-            if kind == MARK_NONE || first_error.is_some() {
-                continue;
-            }
-            let t = &source.tensor;
-            let (at, _) = self.layout.frames[frame].inputs[index];
-            let bytes = if kind == MARK_STORAGE { t.physical_bytes() } else { t.byte_count };
-            let slot: &[u8] = self.region.slot_mut(at, bytes);
-            let values = match t.dtype {
-                DType::F32 => elements::<f32>(slot).map(Elements::F32),
-                DType::F16 => elements::<u16>(slot).map(Elements::U16),
-                DType::I8 => elements::<i8>(slot).map(Elements::I8),
-                DType::Bool => Some(Elements::U8(slot)),
-            }
-            .expect("slots are aligned to 64 bytes");
-            let outcome = if kind == MARK_STORAGE {
-                artifact.stage_storage(index, values).and_then(|feed| self.instance.apply(feed))
-            } else {
-                self.instance.set(index, values)
-            };
-            if let Err(e) = outcome {
-                first_error = Some(e);
-            }
+/// Hands `run` every input the parent marked in `frame`: values, or physical storage to copy.
+fn apply_marks(region: &SharedRegion, frame: &Frame, artifact: &Artifact, marks: &[u32], run: &mut Run<'_>) -> Result<()> {
+    for (index, source) in artifact.sources.iter().enumerate() {
+        let kind = marks[index];
+        if kind == MARK_NONE {
+            continue;
         }
-        first_error.map_or(Ok(()), Err)
+        let t = &source.tensor;
+        let (at, _) = frame.inputs[index];
+        let bytes = if kind == MARK_STORAGE { t.physical_bytes() } else { t.byte_count };
+        let slot: &[u8] = region.slot_mut(at, bytes);
+        let values = match t.dtype {
+            DType::F32 => elements::<f32>(slot).map(Elements::F32),
+            DType::F16 => elements::<u16>(slot).map(Elements::U16),
+            DType::I8 => elements::<i8>(slot).map(Elements::I8),
+            DType::Bool => Some(Elements::U8(slot)),
+        }
+        .expect("slots are aligned to 64 bytes");
+        run.input(index, if kind == MARK_STORAGE { Input::StorageCopy(values) } else { Input::Values(values) })?;
     }
+    Ok(())
+}
 
-    fn write_outputs(&mut self, frame: usize) -> Result<()> {
-        let artifact = self.instance.artifact().clone();
-        for (index, info) in artifact.outputs.iter().enumerate() {
-            let (at, len) = self.layout.frames[frame].outputs[index];
-            let slot = self.region.slot_mut(at, len);
-            let target = match info.dtype {
-                DType::F32 => elements_mut::<f32>(slot).map(ElementsMut::F32),
-                DType::F16 => elements_mut::<u16>(slot).map(ElementsMut::U16),
-                DType::I8 => elements_mut::<i8>(slot).map(ElementsMut::I8),
-                DType::Bool => Some(ElementsMut::U8(slot)),
-            }
-            .expect("slots are aligned to 64 bytes");
-            self.instance.copy_output(index, target)?;
+/// Copies each output of the run into its slot of `frame`.
+fn write_outputs(region: &SharedRegion, frame: &Frame, artifact: &Artifact, mut outputs: Outputs<'_>) -> Result<()> {
+    for (index, info) in artifact.outputs.iter().enumerate() {
+        let (at, len) = frame.outputs[index];
+        let slot = region.slot_mut(at, len);
+        let target = match info.dtype {
+            DType::F32 => elements_mut::<f32>(slot).map(ElementsMut::F32),
+            DType::F16 => elements_mut::<u16>(slot).map(ElementsMut::U16),
+            DType::I8 => elements_mut::<i8>(slot).map(ElementsMut::I8),
+            DType::Bool => Some(ElementsMut::U8(slot)),
         }
-        Ok(())
+        .expect("slots are aligned to 64 bytes");
+        outputs.copy(index, target)?;
     }
+    Ok(())
 }
