@@ -251,3 +251,16 @@ test('the Writer-built messages (metadata, repository index) read back in protob
   const index = { models: Array.from({ length: 50 }, (_, k) => ({ name: `m${k}`, version: String(k), state: 'READY', reason: k % 2 ? '' : 'x'.repeat(k * 40) })) };
   expect(toObject(IndexResponse, encoders.repositoryIndex(index))).toEqual(index);
 });
+
+test('a ModelStreamInferResponse reads back in protobufjs: an answer whole, a refusal as its message and id', () => {
+  const { encodeStreamResponse } = require('../../lib/serve/grpc-stream');
+  const StreamResponse = root.lookupType('inference.ModelStreamInferResponse');
+  const answer = { modelName: 'm', modelVersion: '2', id: 'req-7', outputs: [{ name: 'y', datatype: 'FP32', shape: [2], data: Buffer.from(Float32Array.of(1.5, -2).buffer) }] };
+  const got = toObject(StreamResponse, encodeStreamResponse({ response: encoders.inferResponse(answer) }));
+  expect(got.errorMessage).toBe('');
+  expect(got.inferResponse).toMatchObject({ modelName: 'm', modelVersion: '2', id: 'req-7', outputs: [{ name: 'y', datatype: 'FP32', shape: [2] }] });
+  expect(got.inferResponse.rawOutputContents).toEqual([answer.outputs[0].data]);
+  const refused = toObject(StreamResponse, encodeStreamResponse({ error: '[request id: r] no', id: 'r' }));
+  expect(refused.errorMessage).toBe('[request id: r] no');
+  expect(refused.inferResponse).toMatchObject({ id: 'r', modelName: '', outputs: [] });
+});

@@ -10,6 +10,7 @@ const { RequestError } = require('./reasons');
 const { refusal } = require('./restricted');
 const { STATUS, grpcError, statusOf } = require('./grpc-status');
 const { modelInfer } = require('./grpc-infer');
+const { modelStreamInfer, encodeStreamResponse } = require('./grpc-stream');
 const { HEALTH_DEFINITION, healthImplementation } = require('./grpc-health');
 const { tritonModelConfig } = require('./model-config');
 const { modelConfigResponse } = require('./model-config-pb');
@@ -96,6 +97,11 @@ function implementation(ctx, extensions, version) {
     ModelConfig: unary((req) => ({ config: tritonModelConfig(resolveVersion(req.name, req.version || undefined)) }), 'model-config'),
     // Not wrapped when nothing is restricted: a tiny infer pays for no closure.
     ModelInfer: restricted.size === 0 ? infer : guarded('inference', infer),
+    ModelStreamInfer: (stream) => {
+      const err = deniedCall(stream, 'inference');
+      if (err !== null) return stream.emit('error', err);
+      return modelStreamInfer(ctx, stream);
+    },
     ModelStatistics: unary((req) => modelStatistics(ctx, req.name, req.version), 'statistics'),
     SystemSharedMemoryStatus: unary((req) => ctx.shm.status(req.name), 'shared-memory'),
     SystemSharedMemoryRegister: unary((req) => {
@@ -113,11 +119,11 @@ function implementation(ctx, extensions, version) {
 }
 
 /** `request` null: the handler gets the message's bytes and decodes them itself (ModelInfer). */
-function method(name, request, encode) {
+function method(name, request, encode, streams = false) {
   return {
     path: `/${SERVICE}/${name}`,
-    requestStream: false,
-    responseStream: false,
+    requestStream: streams,
+    responseStream: streams,
     requestSerialize: () => Buffer.alloc(0),
     requestDeserialize: request === null ? (buf) => buf : (buf) => decode(request, buf),
     responseSerialize: encode,
@@ -133,6 +139,7 @@ const DEFINITION = {
   ModelMetadata: method('ModelMetadata', messages.NameVersion, encoders.modelMetadata),
   ModelConfig: method('ModelConfig', messages.NameVersion, modelConfigResponse),
   ModelInfer: method('ModelInfer', null, encoders.inferResponse),
+  ModelStreamInfer: method('ModelStreamInfer', null, encodeStreamResponse, true),
   ModelStatistics: method('ModelStatistics', messages.NameVersion, encoders.modelStatistics),
   SystemSharedMemoryStatus: method('SystemSharedMemoryStatus', messages.RegionName, encoders.sharedMemoryStatus),
   SystemSharedMemoryRegister: method('SystemSharedMemoryRegister', messages.SharedMemoryRegister, encoders.empty),

@@ -376,6 +376,13 @@ const ModelInferHead = schema([
   [1, 'modelName', 'string'],
   [2, 'modelVersion', 'string'],
 ]);
+/** What a stream needs before a request's turn: its model, id and parameters (a sequence's). */
+const ModelInferStreamHead = schema([
+  [1, 'modelName', 'string'],
+  [2, 'modelVersion', 'string'],
+  [3, 'id', 'string'],
+  [4, 'parameters', 'map', { schema: ParameterEntry }],
+]);
 const NameVersion = schema([
   [1, 'name', 'string'],
   [2, 'version', 'string'],
@@ -588,5 +595,5 @@ module.exports = {
   DecodeError,
   decode,
   encoders,
-  messages: { ModelInferRequest, ModelInferHead, NameVersion, Empty, RepositoryIndexRequest, RepositoryModelRequest, RegionName, SharedMemoryRegister },
+  messages: { ModelInferRequest, ModelInferHead, ModelInferStreamHead, NameVersion, Empty, RepositoryIndexRequest, RepositoryModelRequest, RegionName, SharedMemoryRegister },
 };
