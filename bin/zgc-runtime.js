@@ -35,8 +35,8 @@ commands:
     --poll-ms N           with --model-control poll: how often changed model files are looked for (2000)
     --restricted-api CATEGORIES:HEADER=VALUE
                           those API categories (health, metadata, inference, model-config, model-repository,
-                          metrics, statistics, shared-memory) answer only requests with that header (gRPC:
-                          metadata); repeatable
+                          metrics, statistics, shared-memory, logging, trace) answer only requests with that
+                          header (gRPC: metadata); repeatable
     --config FILE         server settings from a JSON file: the createServer options (flags win)
     --shutdown-timeout-ms N  on SIGTERM/SIGINT, how long accepted requests may take (30000)
     --isolate none|process   run each instance in a process of its own (a model's config.json "isolate" wins; none)

@@ -152,10 +152,10 @@ describe('serve', () => {
   const integer = (min) => `an integer >= ${min}`;
   test.each([
     [['--model-control', 'auto'], '--model-control must be none, poll, explicit, got "auto"'],
-    [['--restricted-api', 'inference'], '--restricted-api must be CATEGORY[,CATEGORY...]:HEADER=VALUE, categories from health, metadata, inference, model-config, model-repository, metrics, statistics, shared-memory; got "inference"'],
-    [['--restricted-api', 'logging:k=v'], '--restricted-api: unknown category "logging" (categories: health, metadata, inference, model-config, model-repository, metrics, statistics, shared-memory)'],
+    [['--restricted-api', 'inference'], '--restricted-api must be CATEGORY[,CATEGORY...]:HEADER=VALUE, categories from health, metadata, inference, model-config, model-repository, metrics, statistics, shared-memory, logging, trace; got "inference"'],
+    [['--restricted-api', 'tracing:k=v'], '--restricted-api: unknown category "tracing" (categories: health, metadata, inference, model-config, model-repository, metrics, statistics, shared-memory, logging, trace)'],
     [['--restricted-api', 'health,health:k=v'], '--restricted-api: category health is restricted twice'],
-    [['--restricted-api', 'health:a b=v'], '--restricted-api must be CATEGORY[,CATEGORY...]:HEADER=VALUE, categories from health, metadata, inference, model-config, model-repository, metrics, statistics, shared-memory; got "health:a b=v"'],
+    [['--restricted-api', 'health:a b=v'], '--restricted-api must be CATEGORY[,CATEGORY...]:HEADER=VALUE, categories from health, metadata, inference, model-config, model-repository, metrics, statistics, shared-memory, logging, trace; got "health:a b=v"'],
     [['--headers-timeout-ms', '0'], `--headers-timeout-ms must be ${integer(1)}, got "0"`],
     [['--max-connections', '1.5'], `--max-connections must be ${integer(1)}, got "1.5"`],
     [['--max-connections', ''], `--max-connections must be ${integer(1)}, got ""`],

@@ -124,7 +124,7 @@ describe('restricted API categories (Triton\'s --http-restricted-api form)', () 
 
   test('each part of a rule is checked, and the message names what is wrong', () => {
     const { parseRestricted } = require('../../lib/serve/restricted');
-    const rule = 'CATEGORY[,CATEGORY...]:HEADER=VALUE, categories from health, metadata, inference, model-config, model-repository, metrics, statistics, shared-memory';
+    const rule = 'CATEGORY[,CATEGORY...]:HEADER=VALUE, categories from health, metadata, inference, model-config, model-repository, metrics, statistics, shared-memory, logging, trace';
     const refused = (r) => {
       try {
         parseRestricted(r, '--restricted-api');
@@ -143,7 +143,7 @@ describe('restricted API categories (Triton\'s --http-restricted-api form)', () 
     expect(refused([['inference:k=v']])).toBe(`--restricted-api must be ${rule}; got ["inference:k=v"]`);
     expect(refused('inference:k y=v')).toBe(`--restricted-api must be ${rule}; got "inference:k y=v"`);
     expect(refused('inference:k@=v')).toBe('--restricted-api: "k@" is not a header name');
-    expect(refused('inference,status:k=v')).toBe('--restricted-api: unknown category "status" (categories: health, metadata, inference, model-config, model-repository, metrics, statistics, shared-memory)');
+    expect(refused('inference,status:k=v')).toBe('--restricted-api: unknown category "status" (categories: health, metadata, inference, model-config, model-repository, metrics, statistics, shared-memory, logging, trace)');
     expect(refused(['inference:a=1', 'metrics,inference:b=2'])).toBe('--restricted-api: category inference is restricted twice');
     // A value runs to the end of the rule, spaces and '=' included; header names are matched lower-case.
     const out = parseRestricted(['inference,metrics:X-Key=a b=c'], '--restricted-api');

@@ -69,7 +69,7 @@ function run(cmd, args, input) {
     // sequence, model_repository, model_repository(unload_dependents), schedule_policy,
     // model_configuration, system_shared_memory, cuda_shared_memory, binary_tensor_data,
     // parameters, statistics, trace, logging).
-    expect(seen.server).toEqual({ name: 'zgc-runtime', extensions: ['classification', 'sequence', 'model_repository', 'schedule_policy', 'model_configuration', 'binary_tensor_data', 'statistics'] });
+    expect(seen.server).toEqual({ name: 'zgc-runtime', extensions: ['classification', 'sequence', 'model_repository', 'schedule_policy', 'model_configuration', 'binary_tensor_data', 'statistics', 'trace', 'logging'] });
     const rest = await (await fetch(`${server.url}/v2/models/dtypes`)).json();
     expect(seen.metadata).toEqual({
       name: rest.name,

@@ -11,12 +11,16 @@ const { parserPool } = require('./parsers');
 const { createMetrics } = require('./metrics');
 const { createBudget } = require('./body');
 const { createRegions } = require('./shm');
+const { Logging } = require('./logging');
+const { TraceSettings } = require('./trace-settings');
 
 /** Loads every model of `config.models` (checked options) and starts what serving them needs. */
 function createContext(config) {
   const defaults = { poolSize: config.poolSize, maxQueue: config.maxQueue, timeoutMs: config.timeoutMs, offload: config.offload, isolate: config.isolate };
   let metrics;
-  const log = config.log === undefined ? () => {} : config.log;
+  const logging = new Logging(config.log);
+  // An info line unless `level` says otherwise ('warning', 'error'), as the logging settings allow.
+  const log = (line, level = 'info') => logging.write(level, line);
   const repository = new ModelRepository(config.models, defaults, { onRetired: (v) => metrics.retire(v), log });
   metrics = createMetrics(repository);
   repository.loadAll();
@@ -32,6 +36,8 @@ function createContext(config) {
     repository,
     metrics,
     log,
+    logging,
+    trace: new TraceSettings(),
     restricted: config.restricted,
     /** Inference requests being answered; draining (readiness false, connections close); closed. */
     state: { active: 0, draining: false, closed: false, idle: null },
@@ -43,7 +49,10 @@ function createContext(config) {
   metrics.watchState(ctx.state);
   if (config.modelControl === 'poll' && config.pollMs > 0) {
     ctx.poller = setInterval(() => {
-      for (const r of repository.poll()) log(r.ok ? `model "${r.name}" reloaded` : `model "${r.name}" failed to reload, still serving what it served: ${r.reason}`);
+      for (const r of repository.poll()) {
+        if (r.ok) log(`model "${r.name}" reloaded`);
+        else log(`model "${r.name}" failed to reload, still serving what it served: ${r.reason}`, 'warning');
+      }
     }, config.pollMs);
     ctx.poller.unref();
   }
@@ -97,12 +106,18 @@ function settle(ctx) {
   if (state.active === 0 && state.idle) state.idle();
 }
 
+/** At verbose level 1: one line per inference request answered. */
+function logRequest(ctx, name, v, outcome, seconds, protocol) {
+  ctx.logging.verbose(1, `infer ${JSON.stringify(name).slice(0, 200)}${v === undefined ? '' : ` version ${v.version}`} (${protocol}): ${outcome} in ${(seconds * 1000).toFixed(3)} ms`);
+}
+
 /** Stops polling and closes every pool once their runs are done, and the parser threads. */
 function closeContext(ctx) {
   ctx.state.draining = true;
   ctx.state.closed = true;
   if (ctx.poller) clearInterval(ctx.poller);
   ctx.shm.close();
+  ctx.logging.close();
   return Promise.all([ctx.repository.close(), ctx.parsers.close()]).then(() => undefined);
 }
 
@@ -118,8 +133,8 @@ const describeName = (name) => JSON.stringify(typeof name === 'string' && name.l
 function extensionsOf(ctx) {
   const list = ['classification', 'sequence', 'model_repository', 'schedule_policy', 'model_configuration'];
   if (ctx.shm.allowed) list.push('system_shared_memory');
-  list.push('binary_tensor_data', 'statistics');
+  list.push('binary_tensor_data', 'statistics', 'trace', 'logging');
   return list;
 }
 
-module.exports = { extensionsOf, createContext, resolveVersion, metadata, notServing, controlOff, settle, closeContext, describeName };
+module.exports = { extensionsOf, createContext, resolveVersion, metadata, notServing, controlOff, settle, closeContext, describeName, logRequest };

@@ -14,7 +14,7 @@ const { overBudget } = require('./body');
 const { OFF_THREAD_BYTES } = require('./parsers');
 const { statusOf } = require('./grpc-status');
 const { parseGrpcInfer } = require('./grpc-request');
-const { resolveVersion, settle } = require('./context');
+const { resolveVersion, settle, logRequest } = require('./context');
 const { runNow, runTimed } = require('../pool');
 const { startTrace, step, runSteps, endTrace } = require('./tracing');
 const { admit, deadline, runOptions } = require('./schedule');
@@ -64,7 +64,9 @@ class GrpcInfer {
     if (this.held !== null) ctx.shm.letGo(this.held);
     ctx.budget.release(this.claim.bytes);
     const label = v !== undefined || ctx.repository.models.has(name) ? name : '_unknown';
-    ctx.metrics.count(label, v === undefined ? '' : v.version, outcome, (performance.now() - this.started) / 1000, 'grpc', this.inputMs, this.outputMs);
+    const seconds = (performance.now() - this.started) / 1000;
+    ctx.metrics.count(label, v === undefined ? '' : v.version, outcome, seconds, 'grpc', this.inputMs, this.outputMs);
+    if (ctx.logging.verboseAt(1)) logRequest(ctx, name, v, outcome, seconds, 'grpc');
     settle(ctx);
   }
 
@@ -102,7 +104,7 @@ class GrpcInfer {
     const head = decode(messages.ModelInferHead, buf);
     const name = (this.name = head.modelName);
     if (name === undefined || name === '') throw bad('model_name is required: a ModelInferRequest names the model to run');
-    this.trace = startTrace(name, 'grpc', this.started, call.metadata.get('traceparent')[0], call.metadata.get('tracestate')[0]);
+    this.trace = startTrace(ctx.trace, name, 'grpc', this.started, call.metadata.get('traceparent')[0], call.metadata.get('tracestate')[0]);
     const v = (this.v = resolveVersion(ctx, name, head.modelVersion === undefined || head.modelVersion === '' ? undefined : head.modelVersion));
     this.parseStart = performance.now();
     const request = (this.request = readRequest(ctx, v, buf));

@@ -15,6 +15,7 @@ const { HEALTH_DEFINITION, healthImplementation } = require('./grpc-health');
 const { tritonModelConfig } = require('./model-config');
 const { modelConfigResponse } = require('./model-config-pb');
 const { modelStatistics } = require('./statistics');
+const { decodeLogSettings, decodeTraceSetting, encodeLogSettings, encodeTraceSetting } = require('./settings-pb');
 const { LoadError } = require('./repository');
 const { resolveVersion: resolveVersionIn, metadata, notServing, controlOff } = require('./context');
 
@@ -70,7 +71,10 @@ function implementation(ctx, extensions, version) {
         log(`model "${name}" ${action === 'load' ? 'loaded' : 'unloaded'} by request (gRPC)`);
         Promise.resolve(done).then(
           () => callback(null, {}),
-          (err) => callback(grpcError(err instanceof LoadError ? STATUS.INVALID_ARGUMENT : STATUS.INTERNAL, `failed to ${action} model "${name}": ${err.message}`)),
+          (err) => {
+            log(`failed to ${action} model "${name}" by request (gRPC): ${err.message}`, 'error');
+            callback(grpcError(err instanceof LoadError ? STATUS.INVALID_ARGUMENT : STATUS.INTERNAL, `failed to ${action} model "${name}": ${err.message}`));
+          },
         );
       } catch (err) {
         if (err instanceof RequestError) callback(statusOf(err, name).error);
@@ -113,19 +117,28 @@ function implementation(ctx, extensions, version) {
       return {};
     }, 'shared-memory'),
     RepositoryIndex: unary((req) => ({ models: repository.index(req.ready === true) }), 'model-repository'),
+    // An empty request reads the settings; changes are applied all or none.
+    LogSettings: unary((req) => (Object.keys(req.settings).length === 0 ? ctx.logging.get() : ctx.logging.update(req.settings)), 'logging'),
+    TraceSetting: unary((req) => {
+      if (req.model !== undefined && !repository.models.has(req.model)) throw new RequestError('not_found', `unknown model "${req.model}"`);
+      return Object.keys(req.settings).length === 0 ? ctx.trace.get(req.model) : ctx.trace.update(req.settings, req.model);
+    }, 'trace'),
     RepositoryModelLoad: guarded('model-repository', repositoryCall('load')),
     RepositoryModelUnload: guarded('model-repository', repositoryCall('unload')),
   };
 }
 
-/** `request` null: the handler gets the message's bytes and decodes them itself (ModelInfer). */
+/**
+ * `request`: the message's schema, a function of its bytes, or null (the handler gets the
+ * bytes and decodes them itself: ModelInfer).
+ */
 function method(name, request, encode, streams = false) {
   return {
     path: `/${SERVICE}/${name}`,
     requestStream: streams,
     responseStream: streams,
     requestSerialize: () => Buffer.alloc(0),
-    requestDeserialize: request === null ? (buf) => buf : (buf) => decode(request, buf),
+    requestDeserialize: request === null ? (buf) => buf : typeof request === 'function' ? request : (buf) => decode(request, buf),
     responseSerialize: encode,
     responseDeserialize: (buf) => buf,
   };
@@ -147,6 +160,8 @@ const DEFINITION = {
   RepositoryIndex: method('RepositoryIndex', messages.RepositoryIndexRequest, encoders.repositoryIndex),
   RepositoryModelLoad: method('RepositoryModelLoad', messages.RepositoryModelRequest, encoders.empty),
   RepositoryModelUnload: method('RepositoryModelUnload', messages.RepositoryModelRequest, encoders.empty),
+  LogSettings: method('LogSettings', decodeLogSettings, encodeLogSettings),
+  TraceSetting: method('TraceSetting', decodeTraceSetting, encodeTraceSetting),
 };
 
 /**

@@ -23,7 +23,7 @@ export interface ServeOptions {
   /**
    * Restricted API categories in Triton's form, `'model-repository,inference:admin-key=s3cret'`:
    * requests of those categories (health, metadata, inference, model-config,
-   * model-repository, metrics, statistics, shared-memory) need that header (gRPC: metadata), else 403 / PERMISSION_DENIED.
+   * model-repository, metrics, statistics, shared-memory, logging, trace) need that header (gRPC: metadata), else 403 / PERMISSION_DENIED.
    */
   restrictedApi?: string | readonly string[]
   /**

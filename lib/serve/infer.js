@@ -14,7 +14,7 @@ const { collectBody, collectCompressed, DECODERS } = require('./body');
 const { bounded } = require('./elide');
 const { outcomeOf } = require('./outcomes');
 const { send, JSON_TYPE } = require('./respond');
-const { resolveVersion, settle } = require('./context');
+const { resolveVersion, settle, logRequest } = require('./context');
 const { runNow, runTimed } = require('../pool');
 const { startTrace, step, runSteps, endTrace } = require('./tracing');
 const { admit, deadline, runOptions } = require('./schedule');
@@ -78,7 +78,7 @@ class Exchange {
     // The client shared memory regions the request reads or writes, held until it is answered.
     this.held = null;
     // The request's trace, when an OpenTelemetry SDK records it (tracing.js).
-    this.trace = startTrace(head.name, 'rest', head.t0, head.req.headers.traceparent, head.req.headers.tracestate);
+    this.trace = startTrace(head.ctx.trace, head.name, 'rest', head.t0, head.req.headers.traceparent, head.req.headers.tracestate);
     this.failure = undefined;
   }
 
@@ -192,7 +192,9 @@ class Exchange {
     ctx.budget.release(claim.bytes);
     // Names that are no model share one label: a client must not grow the series at will.
     const label = v !== undefined || ctx.repository.models.has(name) ? name : '_unknown';
-    ctx.metrics.count(label, v === undefined ? '' : v.version, this.outcome, Number(process.hrtime.bigint() - started) / 1e9, 'rest', this.inputMs, this.outputMs);
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    ctx.metrics.count(label, v === undefined ? '' : v.version, this.outcome, seconds, 'rest', this.inputMs, this.outputMs);
+    if (ctx.logging.verboseAt(1)) logRequest(ctx, name, v, this.outcome, seconds, 'rest');
     if (this.trace !== null) endTrace(this.trace, performance.now(), v === undefined ? undefined : v.version, this.outcome, this.failure);
     // Answered (or given up by its client): the response is written, the run is over.
     settle(ctx);

@@ -469,7 +469,7 @@ class ModelRepository {
         if (model.warming === token) {
           model.warming = null;
           model.reason = err.message;
-          this.log(`model "${model.name}" did not load: ${err.message}`);
+          this.log(`model "${model.name}" did not load: ${err.message}`, 'error');
         }
         throw err;
       },

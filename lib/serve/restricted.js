@@ -7,7 +7,7 @@
 
 const { timingSafeEqual } = require('node:crypto');
 
-const CATEGORIES = ['health', 'metadata', 'inference', 'model-config', 'model-repository', 'metrics', 'statistics', 'shared-memory'];
+const CATEGORIES = ['health', 'metadata', 'inference', 'model-config', 'model-repository', 'metrics', 'statistics', 'shared-memory', 'logging', 'trace'];
 const RULE = `CATEGORY[,CATEGORY...]:HEADER=VALUE, categories from ${CATEGORIES.join(', ')}`;
 
 /** Each category's required header, from a rule or rules; throws a RangeError naming what is wrong. */

@@ -72,6 +72,15 @@ function modelsRoute({ ctx, req, res, p, parts, want }) {
     }
     rest = rest.slice(2);
   }
+  if (rest.length === 2 && rest[0] === 'trace' && rest[1] === 'setting' && versionText === undefined) {
+    // The restriction before the model's existence, which it must not tell.
+    if (ctx.restricted.size !== 0 && denied(ctx, req, res, 'trace')) return true;
+    if (!ctx.repository.models.has(a)) {
+      req.resume();
+      fail(res, 404, `unknown model ${describeName(a)}`);
+    } else settingsRequest(ctx, req, res, p, 'trace', () => ctx.trace.get(a), (body) => ctx.trace.update(body, a));
+    return true;
+  }
   const endpoint = rest.length === 0 ? 'metadata' : rest.length === 1 ? rest[0] : null;
   if (endpoint === 'infer') {
     if (want('POST', 'inference')) {
@@ -130,8 +139,22 @@ function repositoryRoute({ ctx, req, res, parts, want }) {
   return false;
 }
 
+/** /v2/logging: Triton's log settings. */
+function loggingRoute({ ctx, req, res, p, parts }) {
+  if (parts.length !== 3) return false;
+  settingsRequest(ctx, req, res, p, 'logging', () => ctx.logging.get(), (body) => ctx.logging.update(body));
+  return true;
+}
+
+/** /v2/trace/setting: the server's trace settings. */
+function traceRoute({ ctx, req, res, p, parts }) {
+  if (!(parts[3] === 'setting' && parts.length === 4)) return false;
+  settingsRequest(ctx, req, res, p, 'trace', () => ctx.trace.get(), (body) => ctx.trace.update(body));
+  return true;
+}
+
 /** The routes under /v2/{area}: each answers true when the path was its own. */
-const AREAS = { health: healthRoute, models: modelsRoute, systemsharedmemory: sharedMemoryRoute, repository: repositoryRoute };
+const AREAS = { health: healthRoute, models: modelsRoute, systemsharedmemory: sharedMemoryRoute, repository: repositoryRoute, logging: loggingRoute, trace: traceRoute };
 
 function route(ctx, req, res, next) {
   const url = req.url;
@@ -194,7 +217,10 @@ function repositoryRequest(ctx, req, res, action, name) {
     .catch((err) => {
       if (err instanceof RequestError) {
         if (err.status !== 0) fail(res, err.status, err.message, err.headers);
-      } else if (err instanceof LoadError) fail(res, 400, `failed to load model "${name}": ${err.message}`);
+      } else if (err instanceof LoadError) {
+        log(`failed to load model "${name}" by request: ${err.message}`, 'error');
+        fail(res, 400, `failed to load model "${name}": ${err.message}`);
+      }
       else fail(res, 500, `internal error: ${err && err.message}`);
     })
     .finally(() => budget.release(claim.bytes));
@@ -226,6 +252,32 @@ function shmRequest(ctx, req, res, action, name) {
       } else fail(res, 500, `internal error: ${err && err.message}`);
     })
     .finally(() => budget.release(claim.bytes));
+}
+
+/**
+ * Settings (logging, trace): GET answers them; POST changes them by its JSON body, all or
+ * none, and answers them as they are then.
+ */
+function settingsRequest(ctx, req, res, p, category, get, update) {
+  const method = req.method;
+  if (method !== 'GET' && method !== 'HEAD' && method !== 'POST') {
+    req.resume();
+    return fail(res, 405, `${method} ${p}: use GET or POST`, { allow: 'GET, HEAD, POST' });
+  }
+  if (ctx.restricted.size !== 0 && denied(ctx, req, res, category)) return;
+  if (method !== 'POST') {
+    req.resume();
+    return send(res, 200, get());
+  }
+  const claim = { bytes: 0 };
+  readBody(req, { maxBody: CONTROL_BODY, budget: ctx.budget, claim })
+    .then((bytes) => send(res, 200, update(parseControlBody(bytes) ?? {})))
+    .catch((err) => {
+      if (err instanceof RequestError) {
+        if (err.status !== 0) fail(res, err.status, err.message, err.headers);
+      } else fail(res, 500, `internal error: ${err && err.message}`);
+    })
+    .finally(() => ctx.budget.release(claim.bytes));
 }
 
 /** Whether the request's method is `m` (HEAD counts as GET); else answers 405. */

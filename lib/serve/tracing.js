@@ -38,11 +38,12 @@ function remoteParent(traceparent, tracestate) {
 const epochMs = (t) => performance.timeOrigin + t;
 
 /**
- * A request's trace, or null when nothing records it: `{ span, context }`. `t0` is when the
- * request began (performance.now()).
+ * A request's trace, or null when nothing records it or the trace settings (`settings`,
+ * trace-settings.js) leave it out: `{ span, context }`. `t0` is when the request began
+ * (performance.now()).
  */
-function startTrace(model, protocol, t0, traceparent, tracestate) {
-  if (tracer === null) return null;
+function startTrace(settings, model, protocol, t0, traceparent, tracestate) {
+  if (tracer === null || !settings.take(model)) return null;
   const remote = remoteParent(traceparent, tracestate);
   const parent = remote === undefined ? api.ROOT_CONTEXT : api.trace.setSpanContext(api.ROOT_CONTEXT, remote);
   const span = tracer.startSpan(`infer ${model}`, { kind: api.SpanKind.SERVER, startTime: epochMs(t0), attributes: { 'zgc.model': model, 'zgc.protocol': protocol } }, parent);
