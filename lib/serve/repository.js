@@ -14,6 +14,7 @@ const { signatureOf } = require('./signature');
 const { checkBatching, batchedPool } = require('./batching');
 const { checkSequences, Sequences } = require('./sequences');
 const { checkWarmup, warmupPlan, warmUp } = require('./warmup');
+const { configFromPbtxt, checkDeclared, ConfigError } = require('./triton-config');
 
 const NAME = /^[A-Za-z0-9_.-]+$/;
 const VERSION = /^[1-9][0-9]*$|^0$/;
@@ -73,15 +74,30 @@ function statKey(file) {
   }
 }
 
+/** The file a model's settings are read from: its config.json, else Triton's config.pbtxt (either may be missing). */
+function configFile(model) {
+  const json = path.join(model.origin.dir, 'config.json');
+  const pbtxt = path.join(model.origin.dir, 'config.pbtxt');
+  return !fs.existsSync(json) && fs.existsSync(pbtxt) ? pbtxt : json;
+}
+
 function readConfig(model) {
   if (!model.origin.dir) return {};
-  const file = path.join(model.origin.dir, 'config.json');
+  const file = configFile(model);
   let text;
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
     if (err.code === 'ENOENT') return {};
     throw new LoadError(`cannot read ${file}: ${err.code || err.message}`);
+  }
+  if (file.endsWith('.pbtxt')) {
+    try {
+      return configFromPbtxt(text, model.name);
+    } catch (err) {
+      if (err instanceof ConfigError) throw new LoadError(`${file}: ${err.message}`);
+      throw err;
+    }
   }
   let config;
   try {
@@ -114,6 +130,8 @@ function settle(config, defaults, where) {
     versionPolicy: config.versionPolicy ?? 'latest',
     outputs: config.outputs,
     parameters: config.parameters ?? {},
+    // The inputs and outputs a config.pbtxt declares, checked against the artifact as it loads.
+    declared: config.declared,
     labels: config.labels ?? {},
     warmup: checkWarmup(config.warmup, where),
     dynamicBatching: checkBatching(config.dynamicBatching, where),
@@ -290,6 +308,13 @@ function openVersion(model, where, config) {
         }
         if (config.outputs !== undefined && new Set(config.outputs).size !== config.outputs.length) throw new LoadError('config "outputs" names an output twice');
         signature = signatureOf(rt, config.outputs, batching === undefined ? undefined : maxBatchOf(batching));
+        if (config.declared !== undefined) {
+          try {
+            checkDeclared(config.declared, signature);
+          } catch (err) {
+            throw err instanceof ConfigError ? new LoadError(`${path.join(model.origin.dir, 'config.pbtxt')}: ${err.message}`) : err;
+          }
+        }
         // Kept off the portable signature that parser threads are sent.
         signature.labels = labelsOf(model, where, config, signature);
         warmup = warmupPlan(config.warmup, signature, (file) => parameterFile(model, where, file));
@@ -413,7 +438,7 @@ class ModelRepository {
     model.unloaded = false;
     const built = [];
     try {
-      const config = settle(readConfig(model), this.defaults, model.origin.dir ? path.join(model.origin.dir, 'config.json') : model.name);
+      const config = settle(readConfig(model), this.defaults, model.origin.dir ? configFile(model) : model.name);
       for (const where of versionsOf(model, config)) built.push(openVersion(model, where, config));
     } catch (err) {
       for (const v of built) v.pool.close();
