@@ -55,4 +55,22 @@ try {
 }
 console.log(`${GRPC_CLIENT}, ${GRPC_KSERVE}, ${GRPC_HEALTH} in ${path.relative(process.cwd(), GRPC_VENV)}`);
 
+// The real Triton (2.51, CPU-only: nvidia-pytriton's wheel holds the server, its python backend
+// and tritonclient), for the side-by-side tests in __test__/triton. Its python backend's stub
+// links the system Python's libpython, so the venv is made from /usr/bin/python3. The wheel is
+// for x86-64 Linux (manylinux_2_35).
+const TRITON_VENV = path.join(__dirname, '..', '.venv-triton');
+const TRITON_PYTHON = path.join(TRITON_VENV, 'bin', 'python');
+const TRITON = 'nvidia-pytriton==0.7.0';
+if (process.platform === 'linux' && process.arch === 'x64') {
+  try {
+    execFileSync(TRITON_PYTHON, ['-c', 'import pytriton, tritonclient.http, tritonclient.grpc, grpc_health.v1.health_pb2'], { stdio: 'ignore' });
+  } catch {
+    if (!fs.existsSync(TRITON_PYTHON)) execFileSync('/usr/bin/python3', ['-m', 'venv', TRITON_VENV], { stdio: 'inherit' });
+    execFileSync(TRITON_PYTHON, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', TRITON], { stdio: 'inherit' });
+    execFileSync(TRITON_PYTHON, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--no-deps', GRPC_HEALTH], { stdio: 'inherit' });
+  }
+  console.log(`${TRITON} (Triton 2.51), ${GRPC_HEALTH} in ${path.relative(process.cwd(), TRITON_VENV)}`);
+}
+
 module.exports = { PYTHON, GRPC_PYTHON };
