@@ -136,3 +136,66 @@ function alone(steps) {
     }
   }, 60000);
 });
+
+(hasClients ? describe : describe.skip)('decoupled models over ModelStreamInfer', () => {
+  // accum-stop: a running sum in STATE, and `done` once its h[0] reaches 10; at most 6 steps.
+  const live = servedRepo(() => {
+    const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-decoupled-'));
+    writeModel(repo, 'gen', { 1: 'accum-stop' }, { instances: 2, decoupled: { maxSteps: 6, stopOutput: 'output_2' } });
+    writeModel(repo, 'twice', { 1: 'slow' }, { instances: 1 });
+    return repo;
+  });
+
+  /** The steps a request of x gives: the same x run on fresh state until done or 6 steps. */
+  function steps(x) {
+    const rt = load(fixture('accum-stop'));
+    try {
+      rt.storage('h');
+      const out = [];
+      for (let k = 1; k <= 6; k++) {
+        const [sum, n, done] = rt.run({ x });
+        out.push({ output_0: Array.from(sum.data), output_1: Array.from(n.data), output_2: [done.data[0] === 1], final: done.data[0] === 1 || k === 6 });
+        if (done.data[0] === 1) break;
+      }
+      return out;
+    } finally {
+      rt.close();
+    }
+  }
+
+  test("each request's steps come as responses in order, each on state of its own, the last marked triton_final_response", async () => {
+    const xs = { a: [4, 1, 0, 0], b: [1, 2, 3, 4], c: [0, 0, 0, 1], d: [10, 0, 0, 0] };
+    const requests = [...Object.entries(xs).map(([id, x]) => ({ model: 'gen', id, x })), { model: 'twice', id: 'p', x: [1, 2, 3, 4] }, { model: 'gen', id: 'bad', x: [1] }];
+    const got = await pythonClient('stream_client.py', 'grpc', [`127.0.0.1:${live.grpcPort}`], JSON.stringify(requests));
+    for (const [id, x] of Object.entries(xs)) {
+      const answers = got.filter((r) => r.id === id).map(({ outputs, final }) => ({ ...outputs, final }));
+      expect([id, answers]).toEqual([id, steps(x)]);
+    }
+    // Stopped by done after 3 steps, by the limit after 6 (twice: h[0] never reaches 10), by done at once.
+    expect(Object.keys(xs).map((id) => got.filter((r) => r.id === id).length)).toEqual([3, 6, 6, 1]);
+    // A plain model on the same stream: one response, no final flag.
+    expect(got.filter((r) => r.id === 'p')).toEqual([{ id: 'p', model: 'twice', outputs: { output_0: [2, 4, 6, 8], output_1: expect.any(Array) } }]);
+    expect(got.filter((r) => r.error !== undefined)).toEqual([{ error: '[request id: bad] input "x": shape [1] given, the model takes [4]', status: 'None' }]);
+  }, 60000);
+
+  test('ModelInfer and REST infer refuse a decoupled model, naming the stream', async () => {
+    const body = JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP32', shape: [4], data: [1, 2, 3, 4] }] });
+    const r = await request(`${live.server.url}/v2/models/gen/infer`, { body });
+    expect([r.status, r.json.error]).toEqual([400, 'model "gen" is decoupled (several responses a request): POST .../infer cannot answer it; use gRPC ModelStreamInfer']);
+    const unary = [
+      'import sys, numpy as np, tritonclient.grpc as C',
+      'x = C.InferInput("x", [4], "FP32"); x.set_data_from_numpy(np.ones(4, np.float32))',
+      'try:\n    C.InferenceServerClient(sys.argv[1]).infer("gen", [x])\nexcept C.InferenceServerException as e:\n    print(e.status(), e.message())',
+    ].join('\n');
+    const out = await new Promise((resolve) => {
+      const child = require('node:child_process').spawn(PYTHON.grpc, ['-c', unary, `127.0.0.1:${live.grpcPort}`]);
+      let text = '';
+      child.stdout.on('data', (d) => (text += d));
+      child.on('exit', () => resolve(text.trim()));
+    });
+    expect(out).toBe('StatusCode.INVALID_ARGUMENT model "gen" is decoupled (several responses a request): ModelInfer cannot answer it; use ModelStreamInfer');
+    const config = (await request(`${live.server.url}/v2/models/gen/config`, { method: 'GET' })).json;
+    expect(config.model_transaction_policy).toEqual({ decoupled: true });
+    expect(config.parameters).toMatchObject({ 'decoupled.max_steps': { string_value: '6' }, 'decoupled.stop_output': { string_value: 'output_2' } });
+  });
+});

@@ -2,7 +2,9 @@
 .venv-grpc), for __test__/serve/grpc-stream.spec.js. Reads on stdin a JSON list of requests
 {model, id, x, parameters} (sequence_* as tritonclient's own arguments, any other
 parameter as a custom one); sends them all on one stream, in order, without waiting; prints one
-JSON list of the responses in the order they came: {id, outputs} or {error, status}.
+JSON list of the responses in the order they came: {id, model, outputs} (with "final" for a
+decoupled model's, its triton_final_response) or {error, status}, once each request has had
+its last.
 
     python stream_client.py HOST:PORT
 """
@@ -23,10 +25,16 @@ done = threading.Semaphore(0)
 def callback(result, error):
     if error is not None:
         got.append({"error": error.message(), "status": str(error.status())})
-    else:
-        r = result.get_response()
-        got.append({"id": r.id, "model": r.model_name, "outputs": {o.name: result.as_numpy(o.name).tolist() for o in r.outputs}})
-    done.release()
+        done.release()
+        return
+    r = result.get_response()
+    answer = {"id": r.id, "model": r.model_name, "outputs": {o.name: result.as_numpy(o.name).tolist() for o in r.outputs}}
+    # A decoupled model's responses say which is a request's last; a plain one's is its only.
+    if "triton_final_response" in r.parameters:
+        answer["final"] = r.parameters["triton_final_response"].bool_param
+    got.append(answer)
+    if answer.get("final", True):
+        done.release()
 
 
 client.start_stream(callback=callback)

@@ -106,6 +106,7 @@ class GrpcInfer {
     if (name === undefined || name === '') throw bad('model_name is required: a ModelInferRequest names the model to run');
     this.trace = startTrace(ctx.trace, name, 'grpc', this.started, call.metadata.get('traceparent')[0], call.metadata.get('tracestate')[0]);
     const v = (this.v = resolveVersion(ctx, name, head.modelVersion === undefined || head.modelVersion === '' ? undefined : head.modelVersion));
+    if (v.config.decoupled !== undefined) throw bad(`model "${name}" is decoupled (several responses a request): ModelInfer cannot answer it; use ModelStreamInfer`);
     this.parseStart = performance.now();
     const request = (this.request = readRequest(ctx, v, buf));
     if (request instanceof Promise || request.shmInputs !== undefined || request.shmOutputs !== undefined) return true;

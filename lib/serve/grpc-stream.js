@@ -9,6 +9,12 @@
 const { EventEmitter } = require('node:events');
 const { Writer, encoders, decode, messages } = require('./pb');
 const { modelInfer } = require('./grpc-infer');
+const { parseGrpcInfer } = require('./grpc-request');
+const { statusOf } = require('./grpc-status');
+const { bad } = require('./reasons');
+const { overBudget } = require('./body');
+const { resolveVersion, settle, logRequest } = require('./context');
+const { runDecoupled } = require('./decoupled');
 
 /** A ModelStreamInferResponse: `{ error, id }` for a refused request, else `{ response }` (bytes of its ModelInferResponse). */
 function encodeStreamResponse(msg) {
@@ -30,18 +36,83 @@ function encodeStreamResponse(msg) {
 /** Triton's form of an error on a stream: the request's id first. */
 const streamError = (id, message) => `[request id: ${id === undefined || id === '' ? '<id_unknown>' : id}] ${message}`;
 
-/** Which requests must run in turn: those of one sequence of one model version; null for any other. */
-function orderKey(buf) {
+/** A request's model, version, id and parameters; null when its bytes do not decode (the call refuses it). */
+function headOf(buf) {
   try {
-    const head = decode(messages.ModelInferStreamHead, buf);
-    for (const { key, value } of head.parameters) {
-      if (key !== 'sequence_id' || value === undefined) continue;
-      const id = value.stringParam ?? value.int64Param ?? value.uint64Param;
-      if (id === undefined || id === 0 || id === '') return null;
-      return `${head.modelName}\0${head.modelVersion ?? ''}\0${typeof id}:${id}`;
-    }
+    return decode(messages.ModelInferStreamHead, buf);
   } catch {
-    // Undecodable: the call itself refuses it, in its turn.
+    return null;
+  }
+}
+
+/** The served version of a decoupled model the request names; else undefined (a plain call). */
+function decoupledVersion(ctx, head) {
+  if (head === null) return undefined;
+  try {
+    const v = resolveVersion(ctx, head.modelName, head.modelVersion || undefined);
+    return v.config.decoupled === undefined ? undefined : v;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Triton's parameter on each response of a decoupled model: whether it is the request's last. */
+function withFinalFlag(response, final) {
+  const value = new Writer();
+  value.tag(1, 0);
+  value.varint(final ? 1 : 0);
+  const entry = new Writer();
+  entry.string(1, 'triton_final_response');
+  entry.message(2, value);
+  const w = new Writer();
+  w.message(4, entry);
+  // A field after the others is the same message: protobuf reads fields in any order.
+  return Buffer.concat([response, w.finish()]);
+}
+
+/** A request to a decoupled model: each step's outputs answered on the stream, the last marked final. */
+async function decoupledInfer(ctx, call, v, head, buf, write) {
+  ctx.state.active++;
+  const started = performance.now();
+  const name = v.model.name;
+  let outcome = 'success';
+  let claimed = 0;
+  const controller = new AbortController();
+  const onCancel = () => controller.abort(Object.assign(new Error('the call was cancelled'), { name: 'AbortError' }));
+  call.once('cancelled', onCancel);
+  try {
+    if (!ctx.budget.claim(buf.length)) throw overBudget(ctx.budget);
+    claimed = buf.length;
+    const request = parseGrpcInfer(v.signature, decode(messages.ModelInferRequest, buf, 0, buf.length, v.signature.limits));
+    if (request.shmInputs !== undefined || request.shmOutputs !== undefined || request.classes !== undefined || request.sequence !== undefined) {
+      throw bad(`model "${name}" is decoupled: its requests take no shared memory, classification or sequence_id (each runs on state of its own)`);
+    }
+    await runDecoupled(v, request.inputs, controller.signal, (tensors, final) => {
+      const outputs = request.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape, data: tensors[o.index].data }));
+      write({ response: withFinalFlag(encoders.inferResponse({ modelName: name, modelVersion: v.version, id: request.id, outputs }), final) });
+    });
+  } catch (err) {
+    const s = statusOf(err, name, v);
+    outcome = s.outcome;
+    write({ error: streamError(head.id, s.error.details), id: head.id });
+  } finally {
+    call.off('cancelled', onCancel);
+    ctx.budget.release(claimed);
+    const seconds = (performance.now() - started) / 1000;
+    ctx.metrics.count(name, v.version, outcome, seconds, 'grpc', 0, 0);
+    if (ctx.logging.verboseAt(1)) logRequest(ctx, name, v, outcome, seconds, 'grpc');
+    settle(ctx);
+  }
+}
+
+/** Which requests must run in turn: those of one sequence of one model version; null for any other. */
+function orderKey(head) {
+  if (head === null) return null;
+  for (const { key, value } of head.parameters) {
+    if (key !== 'sequence_id' || value === undefined) continue;
+    const id = value.stringParam ?? value.int64Param ?? value.uint64Param;
+    if (id === undefined || id === 0 || id === '') return null;
+    return `${head.modelName}\0${head.modelVersion ?? ''}\0${typeof id}:${id}`;
   }
   return null;
 }
@@ -69,7 +140,7 @@ function modelStreamInfer(ctx, stream) {
     if (ended && outstanding === 0 && !cancelled) stream.end();
   };
 
-  const start = (buf) =>
+  const start = (buf, head) =>
     new Promise((resolve) => {
       if (cancelled) {
         answered();
@@ -77,11 +148,20 @@ function modelStreamInfer(ctx, stream) {
       }
       const call = new StreamRequest(stream, buf);
       pending.add(call);
+      const v = decoupledVersion(ctx, head);
+      if (v !== undefined) {
+        decoupledInfer(ctx, call, v, head, buf, (msg) => cancelled || stream.write(msg)).then(() => {
+          pending.delete(call);
+          resolve();
+          answered();
+        });
+        return;
+      }
       modelInfer(ctx, call, (err, response) => {
         pending.delete(call);
         if (!cancelled) {
           if (err) {
-            const id = idOf(buf);
+            const id = head === null ? undefined : head.id;
             stream.write({ error: streamError(id, err.details ?? err.message), id });
           } else {
             stream.write({ response: encoders.inferResponse(response) });
@@ -95,13 +175,14 @@ function modelStreamInfer(ctx, stream) {
   stream.on('data', (buf) => {
     if (cancelled) return;
     outstanding++;
-    const key = orderKey(buf);
+    const head = headOf(buf);
+    const key = orderKey(head);
     if (key === null) {
-      start(buf);
+      start(buf, head);
       return;
     }
     const before = turns.get(key);
-    const turn = before === undefined ? start(buf) : before.then(() => start(buf));
+    const turn = before === undefined ? start(buf, head) : before.then(() => start(buf, head));
     turns.set(key, turn);
     turn.then(() => {
       if (turns.get(key) === turn) turns.delete(key);
@@ -117,15 +198,6 @@ function modelStreamInfer(ctx, stream) {
   });
   // A stream that fails (its connection gone) ends as a cancelled one: 'cancelled' comes too.
   stream.on('error', () => {});
-}
-
-/** A request's id, read from its bytes (only for a refusal, which is rare). */
-function idOf(buf) {
-  try {
-    return decode(messages.ModelInferStreamHead, buf).id;
-  } catch {
-    return undefined;
-  }
 }
 
 module.exports = { modelStreamInfer, encodeStreamResponse, streamError };

@@ -6,7 +6,7 @@
 // tensor data, and the request counted in the metrics. Every failure answers through
 // outcomes.js.
 
-const { RequestError } = require('./reasons');
+const { RequestError, bad } = require('./reasons');
 const { parseInfer } = require('./infer-request');
 const { formatInfer } = require('./infer-response');
 const { OFF_THREAD_BYTES } = require('./parsers');
@@ -26,6 +26,7 @@ function infer(ctx, req, res, name, versionText, started) {
   const head = { ctx, req, res, name, versionText, started, t0: performance.now(), claim: { bytes: 0 }, v: undefined, headerLength: undefined, encoding: undefined };
   try {
     head.v = resolveVersion(ctx, name, versionText);
+    if (head.v.config.decoupled !== undefined) throw bad(`model "${name}" is decoupled (several responses a request): POST .../infer cannot answer it; use gRPC ModelStreamInfer`);
     const encoding = req.headers['content-encoding'];
     if (encoding !== undefined && encoding !== 'identity') {
       head.encoding = encoding.trim().toLowerCase();

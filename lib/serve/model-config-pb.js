@@ -39,6 +39,7 @@ const ModelConfig = [
   [7, 'instance_group', 'messages', InstanceGroup],
   [8, 'default_model_filename', 'string'],
   [14, 'parameters', 'parameters'],
+  [19, 'model_transaction_policy', 'message', [[1, 'decoupled', 'bool']]],
 ];
 
 function write(w, schema, msg) {

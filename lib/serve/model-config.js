@@ -77,6 +77,11 @@ function tritonModelConfig(v) {
     param('sequence_batching.max_sequences', s.maxSequences);
     param('sequence_batching.wait_ms', s.waitMs);
   }
+  if (c.decoupled !== undefined) {
+    config.model_transaction_policy = { decoupled: true };
+    param('decoupled.max_steps', c.decoupled.maxSteps);
+    param('decoupled.stop_output', c.decoupled.stopOutput);
+  }
   // Serve's own: parameter files of sources, label files, warmup requests, output names.
   if (Object.keys(c.parameters ?? {}).length > 0) param('source_parameters', c.parameters);
   param('labels', c.labels);

@@ -25,6 +25,8 @@ const PARAMETERS = {
   'dynamic_batching.variants': [['dynamicBatching', 'variants'], 'json'],
   'sequence_batching.max_sequences': [['sequenceBatching', 'maxSequences'], 'json'],
   'sequence_batching.wait_ms': [['sequenceBatching', 'waitMs'], 'json'],
+  'decoupled.max_steps': [['decoupled', 'maxSteps'], 'json'],
+  'decoupled.stop_output': [['decoupled', 'stopOutput'], 'string'],
 };
 
 /** Reads message fields of `msg` at `where`: each taken once; `rest()` refuses any left. */
@@ -275,12 +277,17 @@ function configFromPbtxt(text, name) {
     sequences.rest();
   }
 
+  const transaction = f.message('model_transaction_policy');
+  const decoupled = transaction === undefined ? false : transaction.bool('decoupled') === true;
+  if (transaction !== undefined) transaction.rest();
+  if (decoupled) config.decoupled ??= {};
+  else if (config.decoupled !== undefined) throw new ConfigError('parameters "decoupled.*" need model_transaction_policy { decoupled: true }');
+
   const inputs = f.messages('input').map((t) => tensorOf(t, 'input'));
   const outputs = f.messages('output').map((t) => tensorOf(t, 'output'));
   if (outputs.length > 0) config.outputs = outputs.map((o) => o.name);
   if (inputs.length > 0 || outputs.length > 0) config.declared = { inputs, outputs, batched: maxBatch > 0 };
   f.rest((n) => {
-    if (n === 'model_transaction_policy') return 'serve has no decoupled models';
     if (n === 'ensemble_scheduling') return 'serve has no ensembles';
     if (n === 'model_warmup') return 'give warmup requests in parameters { key: "warmup" … } (serve\'s warmup setting)';
     return undefined;

@@ -414,3 +414,61 @@ fn lent_storage_is_checked_against_its_source() {
     let wrong = Arc::new(zgc_runtime_core::ffi::memory::AlignedBuf::zeroed(8, 64).unwrap());
     assert!(matches!(artifact.stage_lent(h, wrong), Err(Error::Size { .. })));
 }
+
+/// A sink that copies caller-owned storage when a worker asks, as the binding does, and counts the asks.
+struct CopyingSink(Mutex<Sender<Event>>, std::sync::atomic::AtomicUsize);
+
+impl Sink<u64> for CopyingSink {
+    fn deliver(&self, batch: Batch<u64>) -> Result<(), Batch<u64>> {
+        let done = batch.done.into_iter().map(|d| {
+            if let Some(core) = &d.core {
+                core.settled();
+            }
+            (d.token, d.result, false)
+        });
+        self.0.lock().unwrap().send(Event::Batch(done.collect())).unwrap();
+        Ok(())
+    }
+    fn snapshot(&self, core: &Arc<Core>) -> Option<zgc_runtime_core::Result<Vec<Temporary>>> {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Some(core.lock_unchecked().snapshot_caller_storage())
+    }
+    fn worker_exit(&self, _lane: usize) {}
+}
+
+#[test]
+fn async_runs_copy_caller_storage_only_while_a_sync_run_has_left_it_bound() {
+    use zgc_runtime_core::dtype::ArrayKind;
+    use zgc_runtime_core::run::{Input, Run};
+    let artifact = Arc::new(Artifact::open(&common::build("status", "status.c", &[])).unwrap());
+    let (run_status, buf) = (artifact.source_index("run_status").unwrap(), artifact.source_index("buf").unwrap());
+    let core = Core::new(Instance::new(artifact.clone()).unwrap());
+    let sync_run = |input: Input<'_>| {
+        let mut instance = core.lock().unwrap();
+        let mut run = Run::begin(&core, &mut instance);
+        run.input(buf, input).unwrap();
+        run.input(run_status, Input::Values(Elements::I8(&[0]))).unwrap();
+        drop(run.run().unwrap());
+    };
+    let (tx, rx) = channel();
+    let sink = Arc::new(CopyingSink(Mutex::new(tx), std::sync::atomic::AtomicUsize::new(0)));
+    let as_sink: Arc<dyn Sink<u64>> = sink.clone();
+    let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Runtime, usize::MAX, Offload::Always);
+    let status_feed = || vec![artifact.stage_values(run_status, Elements::I8(&[0])).unwrap().into_owned()];
+    let asks = || sink.1.load(std::sync::atomic::Ordering::SeqCst);
+    // The caller's array bound by a sync run: an async run reads a copy of it.
+    let mut lent = zgc_runtime_core::ffi::memory::AlignedBuf::zeroed(8, 64).unwrap();
+    lent.as_bytes_mut().copy_from_slice(&[1.0f32, 2.0].iter().flat_map(|v| v.to_ne_bytes()).collect::<Vec<_>>());
+    sync_run(Input::Storage { kind: ArrayKind::F32, region: Box::new(common::Lent(lent)) });
+    queue.submit(0, 0, 0, status_feed(), false, None, &as_sink).map_err(|(e, _)| e).unwrap();
+    let (done, _) = collect_batches(&rx, 1);
+    assert_eq!(f32s(&done[0].1.as_ref().unwrap()[0]), &[3.0]);
+    assert_eq!(asks(), 1);
+    // Values for it replace it with the runtime's own storage: no copy is asked for after.
+    sync_run(Input::Values(Elements::F32(&[4.0, 4.0])));
+    queue.submit(1, 0, 0, status_feed(), false, None, &as_sink).map_err(|(e, _)| e).unwrap();
+    let (done, _) = collect_batches(&rx, 1);
+    assert_eq!(f32s(&done[0].1.as_ref().unwrap()[0]), &[8.0]);
+    assert_eq!(asks(), 1, "no copy while no caller storage is bound");
+    queue.close();
+}

@@ -224,9 +224,35 @@ mod protocol {
         let mut run = Run::owned(&mut instance);
         run.input(buf, Input::StorageCopy(Elements::F32(&frame))).unwrap();
         frame[0] = 1000.0;
+        std::hint::black_box(&frame);
         run.run().unwrap().copy(0, ElementsMut::F32(&mut y)).unwrap();
         assert_eq!(y, [15.0]);
         assert!(displaced.is_empty(), "runtime-owned bindings displaced are dropped, not handed back");
+    }
+
+    #[test]
+    fn a_caller_s_region_displaced_off_its_thread_is_handed_back_to_drop_there() {
+        let artifact = status();
+        let (run_status, buf) = (artifact.source_index("run_status").unwrap(), artifact.source_index("buf").unwrap());
+        let core = Core::new(Instance::new(artifact.clone()).unwrap());
+        let mut instance = core.lock().unwrap();
+        let mut run = Run::begin(&core, &mut instance);
+        let mut lent = AlignedBuf::zeroed(8, 64).unwrap();
+        elements_mut::<f32>(lent.as_bytes_mut()).unwrap().copy_from_slice(&[1.0, 2.0]);
+        run.input(buf, Input::Storage { kind: ArrayKind::F32, region: Box::new(common::Lent(lent)) }).unwrap();
+        run.input(run_status, Input::Values(Elements::I8(&[0]))).unwrap();
+        drop(run.run().unwrap());
+        assert!(instance.has_caller_storage());
+        // A worker's staged storage replaces it: the caller's region comes back, not dropped there.
+        let mut displaced = Vec::new();
+        let mut run = Run::off_thread(&mut instance, &mut displaced);
+        let staged = artifact.stage_storage(buf, Elements::F32(&[5.0, 6.0])).unwrap();
+        run.input(buf, Input::Staged(staged)).unwrap();
+        let out = run.run_detached(&[]).unwrap().read(false).unwrap();
+        assert_eq!(f32s(&out[0]), [11.0]);
+        assert_eq!(displaced.len(), 1);
+        assert!(displaced[0].caller_owned());
+        assert!(!instance.has_caller_storage());
     }
 
     #[test]
