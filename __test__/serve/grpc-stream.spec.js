@@ -181,7 +181,7 @@ function alone(steps) {
   test('ModelInfer and REST infer refuse a decoupled model, naming the stream', async () => {
     const body = JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP32', shape: [4], data: [1, 2, 3, 4] }] });
     const r = await request(`${live.server.url}/v2/models/gen/infer`, { body });
-    expect([r.status, r.json.error]).toEqual([400, 'model "gen" is decoupled (several responses a request): POST .../infer cannot answer it; use gRPC ModelStreamInfer']);
+    expect([r.status, r.json.error]).toEqual([400, 'model "gen" is decoupled (several responses a request): POST .../infer cannot answer it; use POST .../generate_stream or gRPC ModelStreamInfer']);
     const unary = [
       'import sys, numpy as np, tritonclient.grpc as C',
       'x = C.InferInput("x", [4], "FP32"); x.set_data_from_numpy(np.ones(4, np.float32))',

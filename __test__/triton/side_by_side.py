@@ -4,11 +4,11 @@ Model "add" (a + b, FP32[4]) is on both. Prints one JSON document of what it saw
 
     python side_by_side.py HTTP_HOST:PORT GRPC_HOST:PORT METRICS_URL
 """
-import gzip
 import json
 import queue
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import grpc
@@ -126,6 +126,23 @@ try:
     rpc.infer("add", inputs(G, [1] * 4))
 except InferenceServerException as e:
     seen["refused_grpc"] = str(e.status())
+
+# The generate extension: a JSON answer, and the same as server-sent events.
+def post(path, body):
+    req = urllib.request.Request(f"http://{http_url}/v2/models/add/{path}", data=json.dumps(body).encode(), method="POST")
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status, r.headers["content-type"], r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers["content-type"], e.read().decode()
+
+
+status, kind, text = post("generate", {"id": "g", "a": [1, 2, 3, 4], "b": [1, 1, 1, 1]})
+seen["generate"] = [status, kind, json.loads(text)]
+status, kind, text = post("generate_stream", {"a": [1, 2, 3, 4], "b": [0.5] * 4})
+seen["generate_stream"] = [status, kind, [json.loads(e[len("data: "):]) for e in text.split("\n\n") if e]]
+status, kind, text = post("generate", {"a": [1, 2, 3], "b": [1, 1, 1, 1]})
+seen["generate_refused"] = [status, kind, sorted(json.loads(text).keys())]
 
 # grpc.health.v1 on the gRPC port.
 health = health_pb2_grpc.HealthStub(grpc.insecure_channel(grpc_url))

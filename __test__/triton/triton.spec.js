@@ -84,6 +84,12 @@ function sideBySide(httpAddress, grpcAddress, metricsUrl) {
     expect(serve.metrics.nv_inference_request_success).toEqual({ labels: ['model', 'version'], grew: 3 });
   });
 
+  test('the generate extension: the same JSON answer, the same server-sent events, a refusal alike', () => {
+    expect(serve.generate).toEqual(triton.generate);
+    expect(serve.generate_stream).toEqual(triton.generate_stream);
+    expect(serve.generate_refused).toEqual(triton.generate_refused);
+  });
+
   test('a gzip body, a refused infer and gRPC health are answered alike', () => {
     expect(serve.compressed).toEqual(triton.compressed);
     expect([serve.refused_rest, serve.refused_grpc]).toEqual([triton.refused_rest, triton.refused_grpc]);

@@ -84,4 +84,4 @@ function classified(output, data, k, labels) {
   return classify(data, output.shape, k, labels === undefined ? undefined : labels.get(output.name), decode);
 }
 
-module.exports = { formatInfer, classified };
+module.exports = { formatInfer, classified, jsonData };

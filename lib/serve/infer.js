@@ -26,7 +26,7 @@ function infer(ctx, req, res, name, versionText, started) {
   const head = { ctx, req, res, name, versionText, started, t0: performance.now(), claim: { bytes: 0 }, v: undefined, headerLength: undefined, encoding: undefined };
   try {
     head.v = resolveVersion(ctx, name, versionText);
-    if (head.v.config.decoupled !== undefined) throw bad(`model "${name}" is decoupled (several responses a request): POST .../infer cannot answer it; use gRPC ModelStreamInfer`);
+    if (head.v.config.decoupled !== undefined) throw bad(`model "${name}" is decoupled (several responses a request): POST .../infer cannot answer it; use POST .../generate_stream or gRPC ModelStreamInfer`);
     const encoding = req.headers['content-encoding'];
     if (encoding !== undefined && encoding !== 'identity') {
       head.encoding = encoding.trim().toLowerCase();

@@ -13,6 +13,7 @@ const { send, fail } = require('./respond');
 const { resolveVersion, metadata, notServing, controlOff, describeName, extensionsOf } = require('./context');
 const { tritonModelConfig } = require('./model-config');
 const { infer } = require('./infer');
+const { generate } = require('./generate');
 const { modelStatistics } = require('./statistics');
 const { version: packageVersion } = require('../../package.json');
 
@@ -87,6 +88,10 @@ function modelsRoute({ ctx, req, res, p, parts, want }) {
       ctx.state.active++;
       infer(ctx, req, res, a, versionText, process.hrtime.bigint());
     }
+    return true;
+  }
+  if (endpoint === 'generate' || endpoint === 'generate_stream') {
+    if (want('POST', 'inference')) generate(ctx, req, res, a, versionText, endpoint === 'generate_stream');
     return true;
   }
   if (endpoint === 'stats') {
