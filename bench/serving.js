@@ -162,12 +162,17 @@ const TINY_EXPECTED = '1.5,2.5,3.5,4.5';
  * (its answer is wrong or an error) is reported as null.
  */
 async function pythonServers({ duration, rounds, tinyBody, bigJsonBody, bigBody, bigHeaders, tinyGrpc, expectBig }) {
-  const { startMlserver, startKserve } = require('./python-servers');
+  const { startMlserver, startKserve, startTriton } = require('./python-servers');
   const models = { tiny: fixture('add'), big: fixture('add-1m') };
   const out = {};
-  for (const [name, startIt] of [['mlserver', () => startMlserver(models, [18090, 18091, 18092])], ['kserve', () => startKserve(models, [18080, 18081])]]) {
+  const servers = [['mlserver', () => startMlserver(models, [18090, 18091, 18092])], ['kserve', () => startKserve(models, [18080, 18081])], ['triton', () => startTriton({ tiny: 4, big: N1M })]];
+  for (const [name, startIt] of servers) {
     process.stderr.write(`serving: starting ${name}\n`);
     const srv = await startIt();
+    if (srv === null) {
+      process.stderr.write(`serving: no ${name} here, left out\n`);
+      continue;
+    }
     const works = {};
     // Each workload once, checked, before it is timed.
     const tinyReply = JSON.parse((await post(`${srv.url}/v2/models/tiny/infer`, tinyBody, { 'content-type': 'application/json' })).toString());
@@ -351,6 +356,10 @@ async function serving({ quick = false, python = false, baseline = null, baselin
     out.ratios.bigJsonVsMlserver = peers.mlserver.bigJson ? out.bigJsonZgc.rps / peers.mlserver.bigJson.rps : null;
     out.ratios.bigBinaryVsBestPython = vs('bigZgc', 'bigBinary');
     out.ratios.tinyGrpcVsMlserver = peers.mlserver.tinyGrpc ? out.tinyGrpcZgc.rps / peers.mlserver.tinyGrpc.rps : null;
+    if (peers.triton) {
+      const t = (mine, k) => (peers.triton[k] ? out[mine].rps / peers.triton[k].rps : null);
+      out.ratios.vsTriton = { tinyJson: t('tinyZgc', 'tinyJson'), bigJson: t('bigJsonZgc', 'bigJson'), bigBinary: t('bigZgc', 'bigBinary'), tinyGrpc: t('tinyGrpcZgc', 'tinyGrpc') };
+    }
   }
   out.method = `autocannon, 32 connections (4 for the 8 MB bodies); gRPC: ${grpcGenerator()}, 32 calls in flight; ${duration} s a round, ${rounds} rounds alternating, medians`;
   return out;
@@ -377,7 +386,8 @@ function reportServing(s) {
     ...(s.python ? ['', 'The Python servers (same artifacts through the Python reference runtime, same bodies and load):', '| server | tiny JSON req/s | 1M JSON req/s | 1M binary req/s | tiny gRPC req/s |', '|---|---|---|---|---|',
       `| zgc serve | ${s.tinyZgc.rps.toFixed(0)} | ${s.bigJsonZgc.rps.toFixed(1)} | ${s.bigZgc.rps.toFixed(1)} | ${s.tinyGrpcZgc.rps.toFixed(0)} |`,
       ...Object.entries(s.python).map(([n, p]) => `| ${n} | ${p.tinyJson ? p.tinyJson.rps.toFixed(0) : '—'} | ${p.bigJson ? p.bigJson.rps.toFixed(1) : '—'} | ${p.bigBinary ? p.bigBinary.rps.toFixed(1) : '— (not offered)'} | ${p.tinyGrpc ? p.tinyGrpc.rps.toFixed(0) : '—'} |`),
-      `zgc serve: tiny JSON ${fx(s.ratios.tinyJsonVsBestPython)} the best Python server (target >= 10x); 1M JSON ${fx(s.ratios.bigJsonVsMlserver)} MLServer (target >= 3x); 1M binary ${fx(s.ratios.bigBinaryVsBestPython)} the best (target >= 3x); tiny gRPC ${fx(s.ratios.tinyGrpcVsMlserver)} MLServer (target >= 10x).`, ''] : []),
+      `zgc serve: tiny JSON ${fx(s.ratios.tinyJsonVsBestPython)} the best Python server (target >= 10x); 1M JSON ${fx(s.ratios.bigJsonVsMlserver)} MLServer (target >= 3x); 1M binary ${fx(s.ratios.bigBinaryVsBestPython)} the best (target >= 3x); tiny gRPC ${fx(s.ratios.tinyGrpcVsMlserver)} MLServer (target >= 10x).`,
+      ...(s.ratios.vsTriton ? [`zgc serve against Triton 2.51 (python backend): tiny JSON ${fx(s.ratios.vsTriton.tinyJson)}, 1M JSON ${fx(s.ratios.vsTriton.bigJson)}, 1M binary ${fx(s.ratios.vsTriton.bigBinary)}, tiny gRPC ${fx(s.ratios.vsTriton.tinyGrpc)}.`] : []), ''] : []),
     `tiny: ${s.ratios.tinyVsBare.toFixed(2)}x the bare server (target >= 0.7x);${s.ratios.tinyGrpcVsBare ? ` tiny gRPC: ${s.ratios.tinyGrpcVsBare.toFixed(2)}x the bare gRPC server (target >= 0.7x);` : ''} 1M binary: ${s.ratios.bigVsBareEcho.toFixed(2)}x the bare echo (target >= 0.5x);${s.ratios.bigShmVsBinary ? ` 1M over client shared memory: ${s.ratios.bigShmVsBinary.toFixed(1)}x binary data (target >= 5x);` : ''} MLP: ${s.ratios.mlpVsGlue.toFixed(2)}x the hand glue${s.bigJsonBytes ? `; 1M JSON response ${s.bigJsonBytes.response} bytes, ${s.ratios.bigJsonResponseVsDoubles.toFixed(2)}x the ${s.bigJsonBytes.asDoubles} of f32 values written as doubles` : ''}.`,
   ].join('\n');
 }

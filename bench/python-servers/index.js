@@ -79,4 +79,25 @@ function stop(child, root) {
   });
 }
 
-module.exports = { startMlserver, startKserve };
+/**
+ * Starts the real Triton 2.51 (its python backend: the model Triton users without a C++
+ * backend run, and the one its PyPI wheel holds) with `a + b` models of `shapes` ({ name:
+ * elements }), as __test__/triton starts it; resolves { url, grpc, stop }, or null when
+ * .venv-triton has no Triton (prepare-reference installs it on x86-64 Linux).
+ */
+async function startTriton(shapes) {
+  const { startTriton: start, hasTriton } = require('../../__test__/triton/triton');
+  if (!hasTriton) return null;
+  const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-bench-triton-'));
+  const model = path.join(__dirname, '..', '..', '__test__', 'triton', 'models', 'add', '1', 'model.py');
+  for (const [name, n] of Object.entries(shapes)) {
+    fs.mkdirSync(path.join(repo, name, '1'), { recursive: true });
+    fs.copyFileSync(model, path.join(repo, name, '1', 'model.py'));
+    const tensor = (t) => `{ name: "${t}" data_type: TYPE_FP32 dims: [ ${n} ] }`;
+    fs.writeFileSync(path.join(repo, name, 'config.pbtxt'), `name: "${name}"\nbackend: "python"\ninput [ ${tensor('a')}, ${tensor('b')} ]\noutput [ ${tensor('output_0')} ]\ninstance_group [ { count: 2 kind: KIND_CPU } ]\n`);
+  }
+  const t = await start(repo);
+  return { url: t.url, grpc: `127.0.0.1:${t.grpc}`, stop: async () => (await t.stop(), fs.rmSync(repo, { recursive: true, force: true })) };
+}
+
+module.exports = { startMlserver, startKserve, startTriton };
