@@ -16,6 +16,7 @@ pub mod executor;
 pub mod ffi;
 pub mod instance;
 pub mod isolate;
+pub mod lane;
 pub mod layout;
 pub mod meta;
 pub mod offload;

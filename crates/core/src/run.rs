@@ -6,7 +6,7 @@
 use crate::abi::Binding;
 use crate::dtype::{self, ArrayKind, Elements, ElementsMut};
 use crate::error::Result;
-use crate::executor::Core;
+use crate::lane::Core;
 use crate::ffi::runtime::{BoundRegion, Temporary};
 use crate::instance::{Feed, Instance, OutputData};
 use crate::meta::SourceInfo;

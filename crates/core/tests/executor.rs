@@ -3,6 +3,8 @@
 //! A channel stands in for the JavaScript thread.
 
 mod common;
+#[path = "common/lent.rs"]
+mod lent;
 
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -459,7 +461,7 @@ fn async_runs_copy_caller_storage_only_while_a_sync_run_has_left_it_bound() {
     // The caller's array bound by a sync run: an async run reads a copy of it.
     let mut lent = zgc_runtime_core::ffi::memory::AlignedBuf::zeroed(8, 64).unwrap();
     lent.as_bytes_mut().copy_from_slice(&[1.0f32, 2.0].iter().flat_map(|v| v.to_ne_bytes()).collect::<Vec<_>>());
-    sync_run(Input::Storage { kind: ArrayKind::F32, region: Box::new(common::Lent(lent)) });
+    sync_run(Input::Storage { kind: ArrayKind::F32, region: Box::new(lent::Lent(lent)) });
     queue.submit(0, 0, 0, status_feed(), false, None, &as_sink).map_err(|(e, _)| e).unwrap();
     let (done, _) = collect_batches(&rx, 1);
     assert_eq!(f32s(&done[0].1.as_ref().unwrap()[0]), &[3.0]);

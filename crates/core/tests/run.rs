@@ -3,6 +3,8 @@
 //! also the suite run under valgrind memcheck (see README, Robustness).
 
 mod common;
+#[path = "common/lent.rs"]
+mod lent;
 
 use common::{build, fixtures};
 use std::sync::Arc;
@@ -239,7 +241,7 @@ mod protocol {
         let mut run = Run::begin(&core, &mut instance);
         let mut lent = AlignedBuf::zeroed(8, 64).unwrap();
         elements_mut::<f32>(lent.as_bytes_mut()).unwrap().copy_from_slice(&[1.0, 2.0]);
-        run.input(buf, Input::Storage { kind: ArrayKind::F32, region: Box::new(common::Lent(lent)) }).unwrap();
+        run.input(buf, Input::Storage { kind: ArrayKind::F32, region: Box::new(lent::Lent(lent)) }).unwrap();
         run.input(run_status, Input::Values(Elements::I8(&[0]))).unwrap();
         drop(run.run().unwrap());
         assert!(instance.has_caller_storage());

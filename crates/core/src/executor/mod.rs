@@ -19,8 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-mod lane;
-pub use lane::Core;
+pub use crate::lane::Core;
 
 /// Whether a queue with `waiting` runs takes one more: up to `max_queue` wait beyond the runs
 /// the `free` ones of its `instances` start at once. The rule of every queue, in-process or

@@ -1,4 +1,4 @@
-//! One instance as the lane of a queue: sync calls, inline runs and its worker share it.
+//! One instance as the lane of a queue (`executor`): sync calls, inline runs and its worker share it.
 
 use crate::error::{Error, Result};
 use crate::instance::Instance;
@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 /// One runtime instance, as sync calls, inline runs and its worker share it.
 pub struct Core {
-    pub(super) instance: Mutex<Instance>,
+    pub(crate) instance: Mutex<Instance>,
     /// Async runs of this instance queued or running. Sync calls are refused while any is.
-    pub(super) pending: AtomicUsize,
+    pub(crate) pending: AtomicUsize,
     /// Whether caller-owned storage is bound: then every async run needs a copy of it,
     /// made on the caller's thread when the run starts.
-    pub(super) caller_storage: AtomicBool,
+    pub(crate) caller_storage: AtomicBool,
 }
 
 impl Core {
@@ -44,7 +44,7 @@ impl Core {
         }
     }
 
-    pub(super) fn lock_wait(&self) -> MutexGuard<'_, Instance> {
+    pub(crate) fn lock_wait(&self) -> MutexGuard<'_, Instance> {
         self.instance.lock().unwrap_or_else(|p| p.into_inner())
     }
 
