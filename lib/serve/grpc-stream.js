@@ -4,7 +4,9 @@
 // ModelStreamInferResponse (its infer_response, or its error_message in Triton's
 // "[request id: …]" form, after which the stream goes on). Each request is a ModelInfer call of
 // its own (grpc-infer.js); those of one sequence start in turn, each once the one before it is
-// answered, and the others at once. The client cancelling the stream aborts what is pending.
+// answered, and the others at once. A decoupled model's request (decoupled.js) is answered by
+// a response per step, each with Triton's triton_final_response. The client cancelling the
+// stream aborts what is pending.
 
 const { EventEmitter } = require('node:events');
 const { Writer, encoders, decode, messages } = require('./pb');
