@@ -445,11 +445,14 @@ fn async_runs_copy_caller_storage_only_while_a_sync_run_has_left_it_bound() {
     let artifact = Arc::new(Artifact::open(&common::build("status", "status.c", &[])).unwrap());
     let (run_status, buf) = (artifact.source_index("run_status").unwrap(), artifact.source_index("buf").unwrap());
     let core = Core::new(Instance::new(artifact.clone()).unwrap());
-    let sync_run = |input: Input<'_>| {
+    // run_status (OWNED) keeps the 0 the first run gives it: the second run's one input is buf's.
+    let sync_run = |input: Input<'_>, status: Option<i8>| {
         let mut instance = core.lock().unwrap();
         let mut run = Run::begin(&core, &mut instance);
         run.input(buf, input).unwrap();
-        run.input(run_status, Input::Values(Elements::I8(&[0]))).unwrap();
+        if let Some(s) = status {
+            run.input(run_status, Input::Values(Elements::I8(&[s]))).unwrap();
+        }
         drop(run.run().unwrap());
     };
     let (tx, rx) = channel();
@@ -461,13 +464,13 @@ fn async_runs_copy_caller_storage_only_while_a_sync_run_has_left_it_bound() {
     // The caller's array bound by a sync run: an async run reads a copy of it.
     let mut lent = zgc_runtime_core::ffi::memory::AlignedBuf::zeroed(8, 64).unwrap();
     lent.as_bytes_mut().copy_from_slice(&[1.0f32, 2.0].iter().flat_map(|v| v.to_ne_bytes()).collect::<Vec<_>>());
-    sync_run(Input::Storage { kind: ArrayKind::F32, region: Box::new(lent::Lent(lent)) });
+    sync_run(Input::Storage { kind: ArrayKind::F32, region: Box::new(lent::Lent(lent)) }, Some(0));
     queue.submit(0, 0, 0, status_feed(), false, None, &as_sink).map_err(|(e, _)| e).unwrap();
     let (done, _) = collect_batches(&rx, 1);
     assert_eq!(f32s(&done[0].1.as_ref().unwrap()[0]), &[3.0]);
     assert_eq!(asks(), 1);
     // Values for it replace it with the runtime's own storage: no copy is asked for after.
-    sync_run(Input::Values(Elements::F32(&[4.0, 4.0])));
+    sync_run(Input::Values(Elements::F32(&[4.0, 4.0])), None);
     queue.submit(1, 0, 0, status_feed(), false, None, &as_sink).map_err(|(e, _)| e).unwrap();
     let (done, _) = collect_batches(&rx, 1);
     assert_eq!(f32s(&done[0].1.as_ref().unwrap()[0]), &[8.0]);
