@@ -22,6 +22,27 @@ function protobuf(mode, list) {
   return JSON.parse(r.stdout);
 }
 
+/**
+ * A parse as fields of lists of leaves, each leaf a string: ours as it is, protobuf's
+ * MessageToDict with every field made a list (it gives repeated ones as lists, 64-bit integers
+ * as strings, infinities and NaN as words).
+ */
+function leaves(value) {
+  if (Array.isArray(value)) return value.map(leaves);
+  if (value !== null && typeof value === 'object') {
+    if ('ident' in value) return value.ident;
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, Array.isArray(v) ? v.map(leaves) : [leaves(v)]]));
+  }
+  return String(value);
+}
+
+/** protobuf's map fields (ModelConfig's `parameters`) as the list of entries the text holds. */
+function entries(value) {
+  if (Array.isArray(value)) return value.map(entries);
+  if (value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, k === 'parameters' && !Array.isArray(v) ? Object.entries(v).map(([key, e]) => ({ key, value: entries(e) })) : entries(v)]));
+}
+
 // Texts protobuf takes, in every form its syntax allows.
 const TEXTS = [
   'name: "m"\nmax_batch_size: 8\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 4, -1 ] } ]\n',
@@ -35,21 +56,32 @@ const TEXTS = [
   'sequence_batching { direct { minimum_slot_utilization: 0.5 } max_sequence_idle_microseconds: 1000000 }',
   'sequence_batching { direct { minimum_slot_utilization: 1e-2 } }',
   'input: { name: "x" optional: true }',
+  'sequence_batching { direct { minimum_slot_utilization: 1.5f } } max_batch_size: -0x10; backend: "z"',
+  'sequence_batching { direct { minimum_slot_utilization: -inf } }',
+  'sequence_batching { direct { minimum_slot_utilization: nan } }',
+  'sequence_batching { direct { minimum_slot_utilization: .25 } } max_batch_size: -5',
+  'sequence_batching { oldest { max_candidate_sequences: 3 } max_sequence_idle_microseconds: 18446744073709551615 }',
+  'parameters { key: "e" value { string_value: "\\0\\07\\177\\x7\\x7f\\\\" } }',
+  'parameters { key: "s" value { string_value: "\\u00e9\\U0001F600 é😀 ✓" } }',
+  'instance_group { kind: KIND_CPU count: 1 gpus: [] }\ninstance_group{count:2}',
   'input {}',
   '',
   '   \n# only a comment\n',
 ];
 // Texts protobuf refuses for their syntax alone (every name in them is ModelConfig's).
 // (An unknown escape such as \\q is refused too, as Triton's C++ parser refuses it; Python's keeps it.)
-const BROKEN = ['name: "unclosed', 'input { name: "x" ', 'max_batch_size 8', 'input { dims: [1, }', 'input [ { name: "x" ]', 'name: "\\x"', 'name: "x\ny"', 'input { dims: [1 2] }', 'name:', '}', 'name: "x" }'];
+const BROKEN = ['name: "\\u12"', 'name: "\\U00110000"', '[ext.field]: 1', 'input [ name: "x" ]', 'name: "a" "b', 'name: "unclosed', 'input { name: "x" ', 'max_batch_size 8', 'input { dims: [1, }', 'input [ { name: "x" ]', 'name: "\\x"', 'name: "x\ny"', 'input { dims: [1 2] }', 'name:', '}', 'name: "x" }'];
 
 (hasProto ? describe : describe.skip)("Triton's config.pbtxt", () => {
   test("the parser reads each text as protobuf's own does, and refuses what it refuses", () => {
     const seen = protobuf('parse', [...TEXTS, ...BROKEN]);
     TEXTS.forEach((text, i) => {
       expect([text, seen[i].ok]).toEqual([text, true]);
-      // Both read the same values: ours of the text, ours of protobuf's canonical text of it.
+      // Both read the same values: ours of the text, ours of protobuf's canonical text of it,
+      // and protobuf's own (ours differs only in keeping fields set to their defaults, which
+      // no text here has).
       expect([text, parsePbtxt(text)]).toEqual([text, parsePbtxt(seen[i].canonical)]);
+      expect([text, leaves(parsePbtxt(text))]).toEqual([text, leaves(entries(seen[i].values))]);
     });
     BROKEN.forEach((text, i) => {
       expect([text, seen[TEXTS.length + i].ok]).toEqual([text, false]);
@@ -131,6 +163,7 @@ const BROKEN = ['name: "unclosed', 'input { name: "x" ', 'max_batch_size 8', 'in
       ['input [{ name: "a" data_type: TYPE_FP32 dims: [5] }, { name: "b" data_type: TYPE_FP32 dims: [4] }]', 'input "a" is declared with dims [5]; the artifact\'s are [4]'],
       ['output { name: "y" data_type: TYPE_INT8 dims: [4] }', 'output "y" is declared TYPE_INT8; the artifact\'s is TYPE_FP32'],
       ['name: "m" name: "m"', 'name is given 2 times; it takes one value'],
+      ['sequence_batching { max_sequence_idle_microseconds: 18446744073709551615 }', 'sequence_batching.max_sequence_idle_microseconds is 18446744073709551615, past what serve takes'],
       ['max_batch_size 8', 'not protobuf text format: line 1, column 16: expected ":" after field max_batch_size, found "8"'],
     ];
     for (const [text, why] of refusals) {

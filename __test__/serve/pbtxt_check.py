@@ -4,8 +4,8 @@
     python pbtxt_check.py parse     # stdin: a JSON list of texts
     python pbtxt_check.py write     # stdin: a JSON list of ModelConfigs (GET .../config's JSON)
 
-parse prints, for each text, {"ok": true, "canonical": MessageToString of what it parsed to}
-or {"ok": false, "error": why protobuf refused it}. write prints each config, parsed strictly
+parse prints, for each text, {"ok": true, "canonical": MessageToString of what it parsed to,
+"values": its MessageToDict} or {"ok": false, "error": why protobuf refused it}. write prints each config, parsed strictly
 from its JSON, as the text a config.pbtxt holds.
 """
 import json
@@ -26,7 +26,8 @@ if sys.argv[1] == "write":
 for text in json.load(sys.stdin):
     try:
         msg = text_format.Parse(text, model_config_pb2.ModelConfig())
-        out.append({"ok": True, "canonical": text_format.MessageToString(msg)})
+        values = json_format.MessageToDict(msg, preserving_proto_field_name=True)
+        out.append({"ok": True, "canonical": text_format.MessageToString(msg), "values": values})
     except text_format.ParseError as e:
         out.append({"ok": False, "error": str(e)})
 print(json.dumps(out))

@@ -3,7 +3,7 @@
 // Protocol buffers' text format (what Triton's config.pbtxt is written in), read without a
 // schema: a message is an object whose every field holds the list of its values in order (a
 // repeated field written as `f: [a, b]` or as several `f:` lines reads the same), and a value
-// is a message, a number, a string (`"…"` or `'…'`, adjacent ones joined, C escapes decoded
+// is a message, a number (a BigInt for an integer past 2^53), a string (`"…"` or `'…'`, adjacent ones joined, C escapes decoded
 // as UTF-8 bytes) or an identifier (an enum value, `true`, `false`) as `{ ident }`. Checked
 // against protobuf's own parser in __test__/serve/config-pbtxt.spec.js.
 
@@ -91,7 +91,8 @@ class Reader {
       if (name === null) this.fail(`expected a field name, found ${this.shown()}`);
       const colon = this.eat(':');
       const next = this.peek();
-      const values = fields[name] ?? (fields[name] = []);
+      // An empty list gives the field no value: as if it were not written.
+      const values = [];
       if (next === '{' || next === '<') {
         this.pos++;
         values.push(this.message(next === '{' ? '}' : '>'));
@@ -106,6 +107,7 @@ class Reader {
         if (!colon) this.fail(`expected ":" after field ${name}, found ${this.shown()}`);
         values.push(this.scalar());
       }
+      if (values.length > 0) (fields[name] ??= []).push(...values);
       // Fields may be separated by , or ; as well as by space.
       if (!this.eat(',')) this.eat(';');
     }
@@ -186,15 +188,19 @@ class Reader {
 
 const isHighSurrogate = (ch) => ch >= '\ud800' && ch <= '\udbff';
 
+/** A number token's value: an integer past 2^53 as a BigInt, exact (a uint64 field may hold one). */
 function numberOf(text) {
   const lower = text.toLowerCase();
   const sign = lower.startsWith('-') ? -1 : 1;
   const body = sign < 0 ? lower.slice(1) : lower;
   if (body.startsWith('inf')) return sign * Infinity;
   if (body === 'nan') return NaN;
-  if (body.startsWith('0x')) return sign * parseInt(body.slice(2), 16);
-  // A leading 0 followed by digits only is octal, as in C.
-  if (/^0[0-7]+$/.test(body)) return sign * parseInt(body, 8);
+  // Integers: hex, octal (a leading 0 followed by digits only, as in C) and decimal.
+  const integer = body.startsWith('0x') ? BigInt(body) : /^0[0-7]+$/.test(body) ? BigInt(`0o${body.slice(1)}`) : /^\d+$/.test(body) ? BigInt(body) : null;
+  if (integer !== null) {
+    const n = sign < 0 ? -integer : integer;
+    return n >= BigInt(Number.MIN_SAFE_INTEGER) && n <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(n) : n;
+  }
   return sign * Number(body.replace(/f$/, ''));
 }
 

@@ -43,6 +43,7 @@ function fieldsOf(msg, where) {
     return values[0];
   };
   const kind = (name, value, want) => {
+    if (typeof value === 'bigint') throw new ConfigError(`${at(name)} is ${value}, past what serve takes`);
     const got = value === null || typeof value !== 'object' ? typeof value : 'ident' in value ? 'ident' : 'message';
     if (got !== want) throw new ConfigError(`${at(name)} must be ${want === 'ident' ? 'an enum value' : `a ${want}`}, got ${got === 'ident' ? value.ident : got === 'message' ? 'a message' : JSON.stringify(value)}`);
     return value;
