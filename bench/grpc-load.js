@@ -71,6 +71,8 @@ async function nodeLoad(target, body, { expected, duration, inFlight, processes 
     child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`gRPC load generator exited ${code}: ${err}`))));
   })));
   const latencies = parts.flat().sort((x, y) => x - y);
+  // A server that answered no call in the round (a slow one on a loaded machine): 0 calls/s.
+  if (latencies.length === 0) return { rps: 0, p50: null, p99: null };
   const at = (q) => Number(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))].toFixed(2));
   return { rps: latencies.length / duration, p50: at(0.5), p99: at(0.99) };
 }

@@ -350,7 +350,8 @@ async function serving({ quick = false, python = false, baseline = null, baselin
   out.bigJsonBytes = jsonBytes;
   if (peers) {
     out.python = peers;
-    const best = (k) => Math.max(...Object.values(peers).map((p) => (p[k] ? p[k].rps : 0)));
+    // The Python servers proper (Triton, a C++ server, has a ratio of its own below).
+    const best = (k) => Math.max(...Object.entries(peers).filter(([n]) => n !== 'triton').map(([, p]) => (p[k] ? p[k].rps : 0)));
     const vs = (mine, k) => (best(k) > 0 ? out[mine].rps / best(k) : null);
     out.ratios.tinyJsonVsBestPython = vs('tinyZgc', 'tinyJson');
     out.ratios.bigJsonVsMlserver = peers.mlserver.bigJson ? out.bigJsonZgc.rps / peers.mlserver.bigJson.rps : null;
