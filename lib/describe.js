@@ -1,8 +1,8 @@
 'use strict';
 
-// What a loaded artifact looks like to JavaScript, shared by the in-process runtime
-// (lib/runtime.js) and the isolated one (lib/isolate/): its frozen metadata, the arrays
-// its tensors come in, and arrays of the caller's realm.
+// What a loaded artifact looks like to JavaScript, to a runtime (lib/runtime.js) in-process
+// or isolated: its frozen metadata, the arrays its tensors come in, and arrays of the
+// caller's realm.
 
 const OUTPUT_ARRAYS = { f32: Float32Array, i8: Int8Array, bool: Uint8Array };
 /** The class of a BOUND source's physical storage, by dtype (f16 as its bits). */

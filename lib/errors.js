@@ -5,6 +5,8 @@
  * from a status the artifact returned also carry `status` (the integer) and `operation`
  * (the C function); errors about one source carry `source` (its name). The native layer sets
  * these properties itself (src/js.rs: `js::with_detail`); nothing is read from a message.
+ * A run an isolated instance's process did not finish also carries how it ended: `signal`
+ * and `exitCode` (a crash), `timeoutMs`, or `maxMemoryMb` and `residentBytes`, with `stderr`.
  */
 class ZgcError extends Error {
   constructor(code, message, fields) {
@@ -15,7 +17,8 @@ class ZgcError extends Error {
   }
 }
 
-const DETAIL = ['status', 'operation', 'source'];
+/** The properties the native layer may set: an artifact status's, and an isolated process's end. */
+const DETAIL = ['status', 'operation', 'source', 'signal', 'exitCode', 'stderr', 'timeoutMs', 'maxMemoryMb', 'residentBytes'];
 
 /** Turns an error thrown by the native layer into a ZgcError; leaves others as they are. */
 function fromNative(err) {

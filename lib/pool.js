@@ -1,9 +1,10 @@
 'use strict';
 
 const os = require('node:os');
-const { Runtime, openArtifact, checkOptions, runInline, handleOf, submit, resolvePath, IN_PROCESS_ONLY } = require('./runtime');
-const { nativeStats } = require('./stats');
-const { IsolatedPool, isolationOptions, runTimedIsolated } = require('./isolate');
+const { Runtime, runInline, handleOf, faultsOf, submit } = require('./runtime');
+const { IN_PROCESS_ONLY, checkOptions, open } = require('./artifact');
+const { nativeStats, withFaults } = require('./stats');
+const { positive } = require('./isolation');
 const { ZgcError } = require('./errors');
 const { NativePool } = require('./native');
 const { refuseUnknownKeys, priorityOf } = require('./options');
@@ -17,10 +18,11 @@ let poolRunNow;
 let poolRunTimed;
 
 /**
- * `size` runtimes of one artifact (one library, separate instances) behind one `run()`. The
- * queue and its dispatch are native (crates/core/src/executor/): each instance has a worker thread that
- * takes the next waiting run as soon as it is free, with no trip through JavaScript between
- * runs; a graph cheaper than that trip runs inline instead (`offload`).
+ * `size` runtimes of one artifact (one library, separate instances, or one process each with
+ * `isolate: 'process'`) behind one `run()`. The queue and its dispatch are native
+ * (crates/core/src/executor/): each instance has a worker thread that takes the next waiting
+ * run as soon as it is free, with no trip through JavaScript between runs; a graph cheaper
+ * than that trip runs inline instead (`offload`).
  */
 class Pool {
   #runtimes;
@@ -47,13 +49,7 @@ class Pool {
     }
     if (options.setup !== undefined && typeof options.setup !== 'function') throw new TypeError('pool setup must be a function');
     const runtimeOptions = checkOptions({ f16: options.f16, offload: options.offload });
-    const isolation = isolationOptions(options, 'createPool()');
-    if (isolation.isolate === 'process') {
-      if (typeof artifact !== 'string') throw new TypeError("createPool() with isolate: 'process' takes a path: each instance's process loads the artifact from its file");
-      // Another class with this one's API (lib/isolate/); a constructor may return it.
-      return new IsolatedPool(resolvePath(artifact), size, maxQueue, options.setup, { ...runtimeOptions, ...isolation });
-    }
-    const opened = openArtifact(artifact);
+    const opened = open(artifact, options, 'createPool()');
     this.#opened = opened;
     this.#runtimeOptions = runtimeOptions;
     this.#setup = options.setup;
@@ -82,10 +78,13 @@ class Pool {
   get closed() { return this.#closed; }
   /** The pool's runtimes, for inspection (their metadata is the artifact's). */
   get runtimes() { return this.#runtimes; }
+  /** 'process' for a pool of isolated instances (absent in-process). */
+  get isolate() { return this.#opened.isolated ? 'process' : undefined; }
 
   /** What a service exports as metrics: completed runs, queue depth, in flight, latencies, inline vs offloaded. */
   stats() {
-    return nativeStats(this.#native.stats());
+    const stats = nativeStats(this.#native.stats());
+    return this.#opened.isolated ? withFaults(stats, this.#runtimes.map((rt) => faultsOf(rt))) : stats;
   }
 
   static {
@@ -112,8 +111,9 @@ class Pool {
   #run(inputs, options, timing) {
     try {
       if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');
-      if (options !== undefined && options !== null) refuseUnknownKeys('pool.run()', options, ['signal', 'priority'], IN_PROCESS_ONLY);
+      if (options !== undefined && options !== null) refuseUnknownKeys('pool.run()', options, this.#opened.isolated ? ['signal', 'priority', 'timeoutMs'] : ['signal', 'priority'], IN_PROCESS_ONLY);
       const signal = options === undefined || options === null ? undefined : options.signal;
+      const timeoutMs = options === undefined || options === null ? undefined : positive('option timeoutMs', options.timeoutMs);
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('pool.run option signal must be an AbortSignal');
       const priority = priorityOf('pool.run()', options);
       if (signal && signal.aborted) throw signal.reason;
@@ -139,6 +139,7 @@ class Pool {
         },
         priority,
         timing,
+        timeoutMs,
       );
     } catch (err) {
       return Promise.reject(err);
@@ -152,7 +153,7 @@ class Pool {
   sequence(options) {
     if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');
     const first = this.#runtimes[0];
-    if (lends(first, false)) {
+    if (lends(first, this.#opened.isolated)) {
       const queue = (staged, signal, priority) =>
         submit(first, this.#native, staged, this.#f16Bits, signal, () => {
           this.#inline = this.#native.inline;
@@ -190,8 +191,7 @@ function createPool(artifact, options) {
 
 /**
  * The server's tiny-model path, without a promise: a pool's inline run's tensors now, or
- * undefined where the run must queue (always, for a pool of isolated instances). Throws as
- * run() rejects.
+ * undefined where the run must queue. Throws as run() rejects.
  */
 function runNow(pool, inputs) {
   if (pool instanceof Pool) return poolRunNow(pool, inputs);
@@ -205,7 +205,6 @@ function runNow(pool, inputs) {
  */
 function runTimed(pool, inputs, options, timing) {
   if (pool instanceof Pool) return poolRunTimed(pool, inputs, options, timing);
-  if (pool instanceof IsolatedPool) return runTimedIsolated(pool, inputs, options, timing);
   // Anything else that runs like a pool (serve's batched versions): no times of its own.
   return pool.run(inputs, options);
 }

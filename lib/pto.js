@@ -5,7 +5,7 @@
 // set_device); every method returns a Promise. The state machine in Rust (crates/core/src/pto/host.rs)
 // refuses misuse before the library is called.
 const native = require('./native');
-const { resolvePath } = require('./runtime');
+const { resolvePath } = require('./artifact');
 
 /**
  * Every PTO failure. `code` is stable (`ERR_PTO_*`); `rc` is the library's raw result when

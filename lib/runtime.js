@@ -1,18 +1,19 @@
 'use strict';
 
-const os = require('node:os');
-const path = require('node:path');
-const fs = require('node:fs');
 const native = require('./native');
 
-const { NativeArtifact, NativeStaged } = native;
+const { NativeStaged } = native;
 // Raw N-API functions serve every runtime's run() and inline async runs in this thread (see
 // src/js_fast.rs): same arguments; the inline one also times the run for the offload policy.
 const [fastRun, fastRunInline] = native.fastRunFunction();
-/** What the inline function returns: ran and stays inline, ran and leaves, did not run. */
+/**
+ * What the inline function returns: ran and stays inline, ran and leaves, did not run, or
+ * (isolated) still going after a short wait, for the instance's worker to wait for.
+ */
 const INLINE_STAY = 0;
 const INLINE_LEAVE = 1;
 const INLINE_NOT_RUN = 2;
+const INLINE_GOING = 3;
 /** Outputs up to this size come back as slices of a per-runtime scratch array: a fresh small
  * array made in JavaScript costs far less than one whose memory native code must pin. */
 const SMALL_OUTPUT_BYTES = 64;
@@ -37,66 +38,16 @@ function callerOf(fn, arity) {
 }
 const { ZgcError, fromNative } = require('./errors');
 const { toTypedArray, forSource, isFloat16Array, f16Bits } = require('./values');
-const { hostName } = require('./platform');
 const { refuseUnknownKeys } = require('./options');
-const { IsolatedRuntime, isolationOptions } = require('./isolate');
-const { nativeStats } = require('./stats');
+const { positive } = require('./isolation');
+const { IN_PROCESS_ONLY, checkOptions, open } = require('./artifact');
+const { nativeStats, withFaults } = require('./stats');
 const { OUTPUT_ARRAYS, STORAGE_ARRAYS, infoOf, asFloat16, inRealm, defineArtifactGetters } = require('./describe');
 
 const { hasOwn } = Object;
 // Stryker disable next-line StringLiteral: the fallback of hosts before Symbol.dispose (Node < 20.4), none of which we test on
 const dispose = Symbol.dispose || Symbol.for('nodejs.dispose');
 
-
-/** `~` expanded and made absolute, symlinks resolved where the file exists (as Python's resolve()). */
-function resolvePath(p) {
-  let expanded = p;
-  // `~\` too on Windows, as Python's expanduser takes it there.
-  if (p === '~' || p.startsWith('~/') || p.startsWith(`~${path.sep}`)) expanded = path.join(os.homedir(), p.slice(1));
-  const absolute = path.resolve(expanded);
-  try {
-    return fs.realpathSync(absolute);
-  } catch {
-    return absolute;
-  }
-}
-
-const OFFLOAD = ['auto', 'always', 'never'];
-/** Run options only an isolated instance has, refused in-process with the reason. */
-const IN_PROCESS_ONLY = { timeoutMs: "needs isolate: 'process' (an in-process run cannot be stopped midway; see docs/isolation.md)" };
-const LOAD_OPTIONS = ['f16', 'offload', 'isolate', 'timeoutMs', 'maxMemoryMb', 'startTimeoutMs'];
-
-function checkOptions(options) {
-  if (options === undefined) return { f16: 'float32', offload: 'auto' };
-  if (typeof options !== 'object' || options === null) throw new TypeError('load options must be an object');
-  refuseUnknownKeys('load()', options, LOAD_OPTIONS);
-  const offload = options.offload === undefined ? 'auto' : options.offload;
-  if (!OFFLOAD.includes(offload)) throw new TypeError(`option offload must be 'auto', 'always' or 'never', got ${JSON.stringify(offload)}`);
-  const f16 = options.f16 === undefined ? 'float32' : options.f16;
-  if (f16 !== 'float32' && f16 !== 'bits' && f16 !== 'float16') {
-    throw new TypeError(`load option f16 must be 'float32', 'bits' or 'float16', got ${JSON.stringify(f16)}`);
-  }
-  if (f16 === 'float16' && typeof globalThis.Float16Array !== 'function') {
-    throw new TypeError(
-      `load option f16: 'float16' needs a global Float16Array, and ${hostName()} has none (Node 24 and later, Bun and Deno have it; Node 22 behind --js-float16array); use 'float32' or 'bits'`,
-    );
-  }
-  return { f16, offload };
-}
-
-
-/** Opens an artifact (path or bytes) and validates it: the shared step of `load` and pools. */
-function openArtifact(artifact) {
-  try {
-    if (typeof artifact === 'string') return { native: NativeArtifact.open(resolvePath(artifact)), fromBytes: false, users: 0 };
-    if (artifact instanceof Uint8Array) {
-      return { native: NativeArtifact.fromBytes(artifact, `<${artifact.length} bytes>`), fromBytes: true, users: 0 };
-    }
-  } catch (err) {
-    throw fromNative(err);
-  }
-  throw new TypeError(`load() takes a path string or a Uint8Array of library bytes, got ${artifact === null ? 'null' : typeof artifact}`);
-}
 
 /**
  * What pools and async runs use of a runtime, as module-internal functions rather than keys on
@@ -106,6 +57,7 @@ function openArtifact(artifact) {
 let runInline;
 let handleOf;
 let tensorsOf;
+let faultsOf;
 
 class Runtime {
   #native;
@@ -134,6 +86,13 @@ class Runtime {
   #call;
   #callInline;
   #scratch;
+  /** An isolated instance's region (its storage() views), made with the first. */
+  #region = null;
+  /** The queue of an isolated run an inline call left going: its worker waits for it. */
+  #going = {
+    submit: (staged, f16Bits, id) => this.#native.resume(f16Bits, id),
+    cancel: (id, reason) => this.#native.cancel(id, reason),
+  };
   // Stryker disable next-line ObjectLiteral,ArrayDeclaration: an empty cache misses as this one does
   #into = { arrays: null, items: [], tensors: null };
 
@@ -183,9 +142,21 @@ class Runtime {
     return { mode: this.#offload, inline: this.#inline };
   }
 
+  /** `'process'`: this runtime's instance runs in a child process (absent in-process). */
+  get isolate() {
+    return this.#opened.isolated ? 'process' : undefined;
+  }
+
+  /** An isolated runtime's process id now (it changes when the instance restarts). */
+  get pid() {
+    if (!this.#opened.isolated || this.#closed) return undefined;
+    return this.#native.faults().pid ?? undefined;
+  }
+
   /** Async runs of this runtime: completed, waiting, in flight, latencies, inline vs offloaded. */
   stats() {
-    return nativeStats(this.#native.stats());
+    const stats = nativeStats(this.#native.stats());
+    return this.#opened.isolated ? withFaults(stats, [this.#native.faults()]) : stats;
   }
 
   #open() {
@@ -245,11 +216,15 @@ class Runtime {
     this.#open();
     const into = options === undefined || options === null ? undefined : this.#checkInto(options);
     const n = this.#fill(inputs, into);
+    const timeoutMs = options === undefined || options === null ? undefined : options.timeoutMs;
     try {
+      if (timeoutMs !== undefined) this.#native.setRunTimeout(positive('option timeoutMs', timeoutMs));
       this.#call(this.#args);
     } catch (err) {
       this.#release(n);
       throw fromNative(err);
+    } finally {
+      if (timeoutMs !== undefined) this.#native.setRunTimeout(undefined);
     }
     return this.#collect(n, into);
   }
@@ -327,6 +302,10 @@ class Runtime {
       this.#release(n);
       return undefined;
     }
+    if (code === INLINE_GOING) {
+      this.#release(n);
+      return { leave: true, going: true };
+    }
     return { leave: code === INLINE_LEAVE, tensors: this.#collect(n, undefined) };
   }
 
@@ -334,6 +313,7 @@ class Runtime {
     runInline = (rt, inputs, handle) => rt.#runInline(inputs, handle);
     handleOf = (rt) => rt.#handle;
     tensorsOf = (rt, arrays) => rt.#tensors(arrays);
+    faultsOf = (rt) => rt.#native.faults();
   }
 
   /** The argument array holds no input or output past the call. */
@@ -346,7 +326,7 @@ class Runtime {
 
   #checkInto(options) {
     if (typeof options !== 'object') throw new TypeError(`run() options must be an object, got ${typeof options}`);
-    refuseUnknownKeys('run()', options, ['into']);
+    refuseUnknownKeys('run()', options, this.#opened.isolated ? ['into', 'timeoutMs'] : ['into'], IN_PROCESS_ONLY);
     const { into } = options;
     if (into === undefined) return undefined;
     if (!Array.isArray(into) || into.length !== this.#outputArrays.length) {
@@ -377,21 +357,31 @@ class Runtime {
   runAsync(inputs, options) {
     try {
       if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'runtime is closed');
-      if (options !== undefined && options !== null) refuseUnknownKeys('runAsync()', options, ['signal'], IN_PROCESS_ONLY);
+      if (options !== undefined && options !== null) refuseUnknownKeys('runAsync()', options, this.#opened.isolated ? ['signal', 'timeoutMs'] : ['signal'], IN_PROCESS_ONLY);
       const signal = options === undefined || options === null ? undefined : options.signal;
+      const timeoutMs = options === undefined || options === null ? undefined : positive('option timeoutMs', options.timeoutMs);
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('runAsync option signal must be an AbortSignal');
       // abort() without a reason gives the signal a DOMException AbortError.
       if (signal && signal.aborted) throw signal.reason;
+      const after = () => {
+        this.#inline = this.#native.inline;
+      };
       if (this.#inline) {
-        const ran = this.#runInline(inputs, this.#handle);
+        if (timeoutMs !== undefined) this.#native.setRunTimeout(timeoutMs);
+        let ran;
+        try {
+          ran = this.#runInline(inputs, this.#handle);
+        } finally {
+          if (timeoutMs !== undefined) this.#native.setRunTimeout(undefined);
+        }
         if (ran !== undefined) {
           if (ran.leave) this.#inline = false;
+          // An isolated run longer than a short wait: its worker waits for it.
+          if (ran.going) return submit(this, this.#going, null, this.#f16Bits, signal, after);
           return Promise.resolve(ran.tensors);
         }
       }
-      return submit(this, this.#native, this.stageInputs(inputs, this.#native), this.#f16Bits, signal, () => {
-        this.#inline = this.#native.inline;
-      });
+      return submit(this, this.#native, this.stageInputs(inputs, this.#native), this.#f16Bits, signal, after, 0, undefined, timeoutMs);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -453,6 +443,7 @@ class Runtime {
   storage(name) {
     this.#open();
     const index = this.#index(name);
+    if (this.#opened.isolated) return this.#regionStorage(index);
     let storage;
     try {
       storage = this.#native.storage(index);
@@ -462,6 +453,22 @@ class Runtime {
     // With f16: 'float16', f16 storage is a Float16Array over the same (runtime-owned) memory.
     if (this.#float16 && this.#info.internal[index].dtype === 'f16') return asFloat16(storage);
     return inRealm(storage, STORAGE_ARRAYS[this.#info.internal[index].dtype]);
+  }
+
+  /** An isolated instance's storage: its slot of the region, which the child reads in place. */
+  #regionStorage(index) {
+    const source = this.#info.internal[index];
+    let slot;
+    try {
+      slot = this.#native.storageSlot(index);
+      this.#region ??= this.#native.region();
+    } catch (err) {
+      throw fromNative(err);
+    }
+    if (this.#region === null) throw new ZgcError('ERR_ZGC_NAPI', 'this host forbids external buffers, which storage() of an isolated runtime needs');
+    const Class = STORAGE_ARRAYS[source.dtype];
+    const view = new Class(this.#region, slot[0], slot[1] / Class.BYTES_PER_ELEMENT);
+    return this.#float16 && source.dtype === 'f16' ? asFloat16(view) : view;
   }
 
   /** Output `index` of the last run, as a new Tensor. */
@@ -492,6 +499,8 @@ class Runtime {
     // Stryker disable next-line ConditionalExpression: a second close only drops the artifact's handle early; each instance holds the library itself
     if (!this.#closed) {
       this.#closed = true;
+      // The region's mapping goes once no storage() view of it is left.
+      this.#region = null;
       this.#native.close();
       // The last runtime of an artifact unloads it now, not when finalizers get to run.
       if (--this.#opened.users === 0) this.#opened.native.release();
@@ -511,8 +520,11 @@ let lastId = 0;
  * Tensors' promise. `owner` makes the Tensors (and stays reachable while the run is pending);
  * `after` runs once it settles.
  */
-/** `timing`, when given, gets the run's `queueWaitMs` and `computeMs` (serve's spans). */
-function submit(owner, queue, staged, f16Bits, signal, after, priority = 0, timing = undefined) {
+/**
+ * `timing`, when given, gets the run's `queueWaitMs` and `computeMs` (serve's spans);
+ * `timeoutMs` is an isolated run's deadline.
+ */
+function submit(owner, queue, staged, f16Bits, signal, after, priority = 0, timing = undefined, timeoutMs = undefined) {
   const id = signal ? ++lastId : 0;
   let onAbort;
   if (signal) {
@@ -526,9 +538,12 @@ function submit(owner, queue, staged, f16Bits, signal, after, priority = 0, timi
         after();
       }
     : after;
-  return queue.submit(staged, f16Bits, id, priority).then(
+  return queue.submit(staged, f16Bits, id, priority, timeoutMs).then(
     (arrays) => {
       settled();
+      // An isolated run aborted after it finished, before its answer came here: dropped, as
+      // one aborted while it ran (docs/isolation.md).
+      if (signal && signal.aborted && owner.isolate === 'process') throw signal.reason;
       if (timing !== undefined) {
         timing.queueWaitMs = arrays.queueWaitMs;
         timing.computeMs = arrays.computeMs;
@@ -537,6 +552,8 @@ function submit(owner, queue, staged, f16Bits, signal, after, priority = 0, timi
     },
     (err) => {
       settled();
+      // Aborted while it ran on an isolated instance: its process was killed for it.
+      if (signal && err && err.code === 'ERR_ZGC_ABORTED') throw signal.reason;
       throw fromNative(err);
     },
   );
@@ -545,14 +562,7 @@ function submit(owner, queue, staged, f16Bits, signal, after, priority = 0, timi
 /** Loads an artifact from a path or from its bytes, validates it and starts one runtime. */
 function load(artifact, options) {
   const checked = checkOptions(options);
-  const isolation = isolationOptions(options || {}, 'load()');
-  if (isolation.isolate === 'process') {
-    if (typeof artifact !== 'string') {
-      throw new TypeError("load() with isolate: 'process' takes a path: the instance's process loads the artifact from its file");
-    }
-    return new IsolatedRuntime(resolvePath(artifact), { ...checked, ...isolation });
-  }
-  return new Runtime(openArtifact(artifact), options && { f16: options.f16, offload: options.offload });
+  return new Runtime(open(artifact, options || {}, 'load()'), checked);
 }
 
-module.exports = { IN_PROCESS_ONLY, load, Runtime, openArtifact, checkOptions, runInline, handleOf, submit, resolvePath };
+module.exports = { load, Runtime, runInline, handleOf, faultsOf, submit };

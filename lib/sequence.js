@@ -136,7 +136,7 @@ class Sequence {
 
   /**
    * `strategy`: `{ submit(staged, signal, priority) }` for a lent sequence (queues a staged run
-   * on the pool), or `{ holders }` for a direct one (lib/pool.js, lib/isolate/index.js).
+   * on the pool), or `{ holders }` for a direct one (lib/pool.js).
    */
   constructor(pool, runtime, strategy, options = {}) {
     if (options === null || typeof options !== 'object') throw new TypeError('pool.sequence() options must be an object');

@@ -2,9 +2,8 @@
 
 // `stats()` as users read it, one shape for every runtime and pool: latencies in
 // milliseconds, percentiles of recent runs and cumulative histograms over the core's bounds
-// (crates/core/src/stats.rs). The core keeps them for every kind of instance: in-process in
-// its queue (`nativeStats`), an isolated instance's in a `NativeStats` that the isolated
-// lanes record into (`isolatedStats`).
+// (crates/core/src/stats.rs), which the core's queue keeps for every kind of instance; an
+// isolated instance's adds what its processes went through (`withFaults`).
 
 const { histogramBoundsNs } = require('./native');
 
@@ -49,29 +48,22 @@ function nativeStats(raw) {
   };
 }
 
-/** `stats()` of an isolated runtime or pool, from its counters, queue and lanes, in the same shape. */
-function isolatedStats(counters, dispatch, lanes) {
+/** `stats` of isolated instances, with what their processes went through (their `faults()`). */
+function withFaults(stats, faults) {
+  const sum = (key) => faults.reduce((n, f) => n + f[key], 0);
   return {
-    completed: counters.completed,
-    failed: counters.failed,
-    queueDepth: dispatch.queue.length,
-    inFlight: dispatch.inFlight,
-    inline: 0,
-    offloaded: counters.completed + counters.failed,
+    ...stats,
     offload: 'process',
     decision: 'process',
-    ...latencyStats(counters.latencies.latencies()),
-    estimatedComputeMs: null,
-    estimatedHopMs: null,
-    crashes: counters.crashes,
-    restarts: counters.restarts,
-    timeouts: counters.timeouts,
-    memoryKills: counters.memoryKills,
-    aborts: counters.aborts,
-    startFailures: counters.startFailures,
-    alive: lanes.filter((l) => l.failure === null && !l.closed && !l.recovering).length,
-    pids: lanes.map((l) => (l.recovering || l.failure ? null : (l.pid ?? null))),
+    crashes: sum('crashes'),
+    restarts: sum('restarts'),
+    timeouts: sum('timeouts'),
+    memoryKills: sum('memoryKills'),
+    aborts: sum('aborts'),
+    startFailures: sum('startFailures'),
+    alive: faults.filter((f) => f.alive).length,
+    pids: faults.map((f) => f.pid ?? null),
   };
 }
 
-module.exports = { mergeHistograms, nativeStats, isolatedStats };
+module.exports = { mergeHistograms, nativeStats, withFaults };

@@ -4,17 +4,20 @@
 use crate::errors::{js_err, thrown, unsupported, Code, Thrown};
 use crate::runtime::{offload_mode, source_index, stage_copy, NativeRuntime, NativeStaged};
 use zgc::abi::ABI_VERSION;
-use zgc::executor::{Core, Owner};
+use zgc::engine::Engine;
+#[cfg(target_os = "linux")]
+use zgc::isolate::instance::{IsolatedInstance, Options as IsolationOptions};
 use zgc::meta::TensorInfo;
 use crate::js::JsArray;
 use zgc::ffi::memory::AlignedBuf;
-use zgc::{Artifact, Error, Instance};
+use zgc::{Artifact, Description, Error, Instance};
 use napi::bindgen_prelude::TypedArray;
 use napi::Env;
 use napi_derive::napi;
-use crate::queue::Lanes;
 use std::cell::RefCell;
 use std::sync::Arc;
+#[cfg(target_os = "linux")]
+use std::time::Duration;
 
 #[napi(object)]
 pub struct SourceDescription {
@@ -58,20 +61,64 @@ pub(crate) fn shape(t: &TensorInfo) -> Vec<f64> {
     t.shape.iter().map(|&d| d as f64).collect()
 }
 
+/// An artifact that instances are made of: loaded here, or run by host processes (each
+/// isolated instance's own), of which one is started first to learn its description.
 #[napi]
 pub struct NativeArtifact {
     /// `None` once released: the last runtime using it was closed (see `release`).
     inner: RefCell<Option<Arc<Artifact>>>,
+    #[cfg(target_os = "linux")]
+    isolated: Option<Isolation>,
+}
+
+#[cfg(target_os = "linux")]
+struct Isolation {
+    path: String,
+    options: IsolationOptions,
+    description: Arc<Description>,
+    /// The instance started to describe the artifact, which the first `instantiate` takes.
+    first: RefCell<Option<IsolatedInstance>>,
 }
 
 impl NativeArtifact {
     fn new(artifact: Artifact) -> NativeArtifact {
-        NativeArtifact { inner: RefCell::new(Some(Arc::new(artifact))) }
+        NativeArtifact {
+            inner: RefCell::new(Some(Arc::new(artifact))),
+            #[cfg(target_os = "linux")]
+            isolated: None,
+        }
     }
 
     fn artifact(&self) -> napi::Result<Arc<Artifact>, Code> {
         self.inner.borrow().clone().ok_or_else(|| js_err(Error::Closed))
     }
+
+    /// What inputs are checked and staged against.
+    fn description(&self) -> napi::Result<Arc<Description>, Code> {
+        #[cfg(target_os = "linux")]
+        if let Some(i) = &self.isolated {
+            return Ok(i.description.clone());
+        }
+        Ok(self.artifact()?.shared_description())
+    }
+
+    fn in_process_only(&self) -> napi::Result<(), Code> {
+        #[cfg(target_os = "linux")]
+        if self.isolated.is_some() {
+            return Err(js_err(Error::Value { name: "storage".into(), detail: "storage is lent to runs in-process only".into() }));
+        }
+        Ok(())
+    }
+}
+
+/// How isolated instances are started: `load()`'s and `createPool()`'s options.
+#[napi(object)]
+pub struct IsolateOptions {
+    pub host: String,
+    pub env: Vec<String>,
+    pub start_timeout_ms: f64,
+    pub timeout_ms: Option<f64>,
+    pub max_memory_mb: Option<f64>,
 }
 
 #[napi]
@@ -92,23 +139,56 @@ impl NativeArtifact {
         .map_err(thrown(env))
     }
 
-    #[napi]
-    pub fn describe(&self, env: &Env) -> Result<ArtifactDescription, Thrown> {
+    /// The artifact at `path`, run by host processes (Linux): its first instance's process
+    /// is started now (blocking until it has loaded the artifact), and describes it.
+    #[cfg(target_os = "linux")]
+    #[napi(factory)]
+    pub fn isolated(env: &Env, path: String, options: IsolateOptions) -> Result<NativeArtifact, Thrown> {
         (|| {
-            Ok(describe(self.artifact()?.description()))
+            let ms = |v: f64| (v.is_finite() && v > 0.0).then(|| Duration::from_secs_f64(v / 1000.0));
+            let options = IsolationOptions {
+                host: options.host,
+                env: options.env,
+                start_timeout: ms(options.start_timeout_ms).unwrap_or(Duration::from_secs(30)),
+                timeout_ms: options.timeout_ms.filter(|v| *v > 0.0),
+                max_memory_mb: options.max_memory_mb.filter(|v| *v > 0.0),
+            };
+            let first = IsolatedInstance::start(&path, options.clone()).map_err(js_err)?;
+            let description = first.description().clone();
+            Ok(NativeArtifact {
+                inner: RefCell::new(None),
+                isolated: Some(Isolation { path, options, description, first: RefCell::new(Some(first)) }),
+            })
         })()
         .map_err(thrown(env))
     }
 
-    /// A new instance; `offload` ('auto', 'always', 'never') rules its async runs.
+    #[napi]
+    pub fn describe(&self, env: &Env) -> Result<ArtifactDescription, Thrown> {
+        (|| {
+            Ok(describe(&*self.description()?))
+        })()
+        .map_err(thrown(env))
+    }
+
+    /// A new instance; `offload` ('auto', 'always', 'never') rules its async runs. An
+    /// isolated one is a new process (the first takes the one that described the artifact).
     #[napi]
     pub fn instantiate(&self, env: &Env, offload: String) -> Result<NativeRuntime, Thrown> {
         (|| {
             let mode = offload_mode(&offload)?;
+            #[cfg(target_os = "linux")]
+            if let Some(i) = &self.isolated {
+                let first = i.first.borrow_mut().take();
+                let instance = match first {
+                    Some(instance) => instance,
+                    None => IsolatedInstance::start(&i.path, i.options.clone()).map_err(js_err)?,
+                };
+                return Ok(NativeRuntime::new(i.description.clone(), Engine::Isolated(Box::new(instance)), mode));
+            }
             let artifact = self.artifact()?;
-            let core = Core::new(Instance::new(artifact.clone()).map_err(js_err)?);
-            let lanes = Lanes::new(vec![Arc::downgrade(&core)], Owner::Runtime, usize::MAX, mode);
-            Ok(NativeRuntime { artifact: RefCell::new(Some(artifact)), core: RefCell::new(Some(core)), lanes })
+            let engine = Engine::Local(Instance::new(artifact.clone()).map_err(js_err)?);
+            Ok(NativeRuntime::new(artifact.shared_description(), engine, mode))
         })()
         .map_err(thrown(env))
     }
@@ -119,13 +199,17 @@ impl NativeArtifact {
     #[napi]
     pub fn release(&self) {
         self.inner.borrow_mut().take();
+        #[cfg(target_os = "linux")]
+        if let Some(i) = &self.isolated {
+            i.first.borrow_mut().take();
+        }
     }
 
     /// Copies a run input into `staged`, for a run that starts later on another thread.
     #[napi]
     pub fn stage(&self, env: &Env, staged: &NativeStaged, index: u32, values: TypedArray<'_>) -> Result<(), Thrown> {
         (|| {
-            stage_copy(&*self.artifact()?, staged, index, &values)
+            stage_copy(&*self.description()?, staged, index, &values)
         })()
         .map_err(thrown(env))
     }
@@ -135,6 +219,7 @@ impl NativeArtifact {
     #[napi]
     pub fn lendable(&self, env: &Env, index: u32, initial: Option<TypedArray<'_>>) -> Result<NativeLendable, Thrown> {
         (|| {
+            self.in_process_only()?;
             let artifact = self.artifact()?;
             let index = source_index(&artifact, index)?;
             let storage = match initial {
@@ -154,6 +239,7 @@ impl NativeArtifact {
     #[napi]
     pub fn stage_lent(&self, env: &Env, staged: &NativeStaged, lendable: &NativeLendable) -> Result<(), Thrown> {
         (|| {
+            self.in_process_only()?;
             let feed = self.artifact()?.stage_lent(lendable.index, lendable.storage.clone()).map_err(js_err)?;
             staged.feeds.borrow_mut().push(feed);
             Ok(())
@@ -206,6 +292,13 @@ pub(crate) fn describe(a: &zgc::Description) -> ArtifactDescription {
     }
 }
 
+
+/// Whether this addon runs isolated instances (`isolate: 'process'`): Linux only (memfd,
+/// pidfd, the parent-death signal).
+#[napi]
+pub fn has_isolation() -> bool {
+    cfg!(target_os = "linux")
+}
 
 /// The artifact ABI version this runtime loads (`ABI_VERSION` of the package).
 #[napi]

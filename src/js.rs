@@ -455,6 +455,37 @@ pub fn with_detail(env: sys::napi_env, error: sys::napi_value, detail: &zgc::err
     if let Some(source) = &detail.source {
         set(c"source", string(source));
     }
+    if let Some(fault) = &detail.fault {
+        let number = |n: f64| {
+            let mut value = std::ptr::null_mut();
+            // SAFETY: plain number creation; the out-pointer is a local.
+            unsafe { sys::napi_create_double(env, n, &mut value) };
+            value
+        };
+        let null = || {
+            let mut value = std::ptr::null_mut();
+            // SAFETY: reads the null singleton; the out-pointer is a local.
+            unsafe { sys::napi_get_null(env, &mut value) };
+            value
+        };
+        use zgc::error::Fault;
+        match &**fault {
+            Fault::Crashed { signal, exit_code, stderr } => {
+                set(c"signal", signal.map_or_else(null, string));
+                set(c"exitCode", exit_code.map_or_else(null, |c| number(f64::from(c))));
+                set(c"stderr", string(stderr));
+            }
+            Fault::Timeout { timeout_ms, stderr } => {
+                set(c"timeoutMs", number(timeout_ms.0));
+                set(c"stderr", string(stderr));
+            }
+            Fault::Memory { max_memory_mb, resident_bytes, stderr } => {
+                set(c"maxMemoryMb", number(max_memory_mb.0));
+                set(c"residentBytes", number(*resident_bytes as f64));
+                set(c"stderr", string(stderr));
+            }
+        }
+    }
     error
 }
 
@@ -510,15 +541,6 @@ pub fn region_buffer(env: sys::napi_env, region: &std::sync::Arc<zgc::ffi::proce
         return Ok(None);
     }
     Err(napi::Error::new(napi::Status::from(status), "cannot create an external ArrayBuffer"))
-}
-
-/// On the JS thread: a number (for an isolated run's outcome).
-#[cfg(target_os = "linux")]
-pub fn number(env: sys::napi_env, value: f64) -> sys::napi_value {
-    let mut out = std::ptr::null_mut();
-    // SAFETY: called on `env`'s thread with an out-pointer to a local.
-    unsafe { sys::napi_create_double(env, value, &mut out) };
-    out
 }
 
 /// `value` as the `Unknown` napi-derive returns, for a value made by a raw call here.

@@ -8,10 +8,10 @@
 //!   functions behind `Runtime.run()`);
 //! - `pool`: a pool's queue over several runtimes; `queue`: the async queue that brings runs
 //!   back to JavaScript;
-//! - `stats`: latencies in the core's `Stats` for runs JavaScript hands to an isolated
-//!   instance;
-//! - `isolate`: isolated instances (Linux); `pto`: the PTO host library; `json`: exact floats
-//!   as JSON text.
+//! - `stats`: a queue's latencies as `stats()` reads them;
+//! - `pto`: the PTO host library; `json`: exact floats as JSON text.
+//! Isolated instances are runtimes too (`NativeArtifact.isolated`): the core's engine runs
+//! them in host processes.
 //!
 //! The raw N-API calls, each `unsafe` with its `SAFETY:` note, are in `js` (TypedArrays lent
 //! to an artifact, results as values), `js_fast` (the raw function behind `Runtime.run()`)
@@ -24,8 +24,6 @@ mod pool;
 mod runtime;
 mod stats;
 
-#[cfg(target_os = "linux")]
-mod isolate;
 mod js;
 mod js_fast;
 mod json;

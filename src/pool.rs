@@ -42,6 +42,10 @@ impl NativePool {
                 .map(|h| js_fast::handle_target(env.raw(), h.raw()).map(|t| t.core.clone()).ok_or_else(|| js_err(Error::Value { name: "pool".into(), detail: "not a runtime handle".into() })))
                 .collect::<napi::Result<Vec<_>, Code>>()?;
             let first = cores.first().cloned().unwrap_or_default();
+            // A pool of isolated instances runs every run on its workers (a run left going by an
+            // inline call would need the worker of that one instance).
+            let isolated = first.upgrade().is_some_and(|c| c.isolated());
+            let mode = if isolated { zgc::offload::Offload::Always } else { mode };
             let max_queue = if max_queue.is_finite() { max_queue.max(0.0) as usize } else { usize::MAX };
             Ok(NativePool { lanes: Lanes::new(cores, Owner::Pool, max_queue, mode), first })
         })()
@@ -49,9 +53,9 @@ impl NativePool {
     }
 
     #[napi]
-    pub fn submit<'env>(&self, env: &'env Env, staged: &NativeStaged, f16_bits: bool, id: f64, priority: i32) -> Result<Unknown<'env>, Thrown> {
+    pub fn submit<'env>(&self, env: &'env Env, staged: &NativeStaged, f16_bits: bool, id: f64, priority: i32, timeout_ms: Option<f64>) -> Result<Unknown<'env>, Thrown> {
         (|| {
-            let promise = self.lanes.submit(env.raw(), staged.feeds.take(), f16_bits, id as u64, priority, None)?;
+            let promise = self.lanes.submit(env.raw(), staged.feeds.take(), f16_bits, id as u64, priority, timeout_ms, None)?;
             Ok(unknown(env, promise))
         })()
         .map_err(thrown(env))
@@ -112,16 +116,8 @@ impl NativePool {
 }
 
 
-/// The upper bounds (ns) of the latency histograms `stats()` reports, in-process and isolated.
+/// The upper bounds (ns) of the latency histograms `stats()` reports.
 #[napi]
 pub fn histogram_bounds_ns() -> Vec<f64> {
     HISTOGRAM_BOUNDS_NS.iter().map(|&b| b as f64).collect()
-}
-
-/// The queue's rule (`zgc::executor::admit`) for a queue JavaScript keeps (isolated
-/// instances'): throws `ERR_ZGC_QUEUE_FULL` when it takes no more runs.
-#[napi]
-pub fn admit(env: &Env, waiting: f64, instances: f64, free: f64, max_queue: f64) -> Result<(), Thrown> {
-    // `as usize` saturates: an unbounded queue (Infinity) is usize::MAX.
-    zgc::executor::admit(waiting as usize, instances as usize, free as usize, max_queue as usize).map_err(js_err).map_err(thrown(env))
 }

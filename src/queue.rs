@@ -97,11 +97,27 @@ impl Lanes {
 
     /// Queues a run and returns its promise. `temporary`: copies of JavaScript-owned storage
     /// already made for a run that starts now.
-    pub fn submit(self: &Rc<Self>, env: sys::napi_env, feeds: Vec<Feed<'static>>, f16_bits: bool, id: u64, priority: i32, temporary: Option<Vec<Temporary>>) -> napi::Result<sys::napi_value, Code> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn submit(self: &Rc<Self>, env: sys::napi_env, feeds: Vec<Feed<'static>>, f16_bits: bool, id: u64, priority: i32, timeout_ms: Option<f64>, temporary: Option<Vec<Temporary>>) -> napi::Result<sys::napi_value, Code> {
+        self.promise(env, |queue, deferred, sink| queue.submit(deferred, id, priority, feeds, f16_bits, timeout_ms, temporary, sink))
+    }
+
+    /// The promise of the isolated run an inline call left going (see `Queue::resume`).
+    pub fn resume(self: &Rc<Self>, env: sys::napi_env, f16_bits: bool, id: u64) -> napi::Result<sys::napi_value, Code> {
+        self.promise(env, |queue, deferred, sink| queue.resume(deferred, id, f16_bits, sink))
+    }
+
+    /// A promise that `hand` gives the queue to settle: kept count of (and the event loop alive
+    /// for) once the queue took it, rejected now if it did not.
+    fn promise(
+        self: &Rc<Self>,
+        env: sys::napi_env,
+        hand: impl FnOnce(&Arc<Queue<Deferred>>, Deferred, &Arc<dyn Sink<Deferred>>) -> std::result::Result<(), (Error, Deferred)>,
+    ) -> napi::Result<sys::napi_value, Code> {
         let (deferred, promise) = new_promise(env)?;
         let sink = self.sink(env)?;
         let dyn_sink: Arc<dyn Sink<Deferred>> = sink.clone();
-        match self.queue.submit(deferred, id, priority, feeds, f16_bits, temporary, &dyn_sink) {
+        match hand(&self.queue, deferred, &dyn_sink) {
             Ok(()) => {
                 if self.outstanding.get() == 0 {
                     sink.0.keep_loop(env, true);
@@ -113,7 +129,8 @@ impl Lanes {
         Ok(promise)
     }
 
-    /// Rejects the queued run `id` with `reason` if it has not started.
+    /// Rejects the queued run `id` with `reason` if it has not started; one an isolated
+    /// instance is running is aborted (its process killed; it rejects ERR_ZGC_ABORTED).
     pub fn cancel(&self, env: sys::napi_env, id: u64, reason: sys::napi_value) -> bool {
         match self.queue.cancel(id) {
             Some(job) => {
@@ -121,7 +138,10 @@ impl Lanes {
                 self.settled_one(env);
                 true
             }
-            None => false,
+            None => {
+                self.queue.abort_running(id);
+                false
+            }
         }
     }
 

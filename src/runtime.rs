@@ -8,16 +8,17 @@ use crate::{js, js_fast};
 use crate::js::unknown;
 use zgc::abi::{Binding, DType};
 use zgc::dtype::{self, Elements};
-use zgc::executor::Core;
+use zgc::executor::{Core, Owner};
 use zgc::instance::{check_bound, not_storage, Feed, PACKED_ALIGNMENT};
 use zgc::meta::SourceInfo;
 use zgc::offload::Offload;
-use zgc::run::{self, Input, Run};
+use zgc::run::{self, Input, Ran, Run};
 use crate::js::{JsArray, JsRegion};
 use crate::js_fast::{FastArgs, Target};
 use zgc::ffi::memory::AlignedBuf;
 use zgc::ffi::runtime::SharedStorage;
-use zgc::{Artifact, Error, Instance};
+use zgc::engine::Engine;
+use zgc::{Description, Error};
 use napi::bindgen_prelude::{TypedArray, Unknown};
 use napi::{Env, JsValue};
 use napi_derive::napi;
@@ -26,7 +27,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-pub(crate) fn stage_copy(artifact: &Artifact, staged: &NativeStaged, index: u32, values: &TypedArray<'_>) -> napi::Result<(), Code> {
+pub(crate) fn stage_copy(artifact: &Description, staged: &NativeStaged, index: u32, values: &TypedArray<'_>) -> napi::Result<(), Code> {
     let index = source_index(artifact, index)?;
     let source = &artifact.sources[index];
     let values = JsArray::of(values);
@@ -55,7 +56,7 @@ impl NativeStaged {
     }
 }
 
-pub(crate) fn source_index(artifact: &Artifact, index: u32) -> napi::Result<usize, Code> {
+pub(crate) fn source_index(artifact: &Description, index: u32) -> napi::Result<usize, Code> {
     let count = artifact.sources.len();
     if (index as usize) < count {
         Ok(index as usize)
@@ -72,14 +73,17 @@ pub(crate) fn is_storage(source: &SourceInfo, values: &JsArray) -> bool {
 /// The arguments of one fast call, decoded into the core's run protocol (`zgc::run`): each
 /// (index, values) pair an input, then each output array a target.
 
-pub(crate) fn run_with(core: &Core, instance: &mut Instance, args: &FastArgs) -> Result<(), Error> {
-    let artifact = instance.artifact().clone();
+/// Runs with `run()`'s arguments. `budget`: how long an isolated run is waited for here;
+/// `Ok(false)` when it is still going then (its outputs come through `Engine::finish`).
+pub(crate) fn run_with(core: &Core, engine: &mut Engine, args: &FastArgs, budget: Option<std::time::Duration>) -> Result<bool, Error> {
+    let artifact = engine.shared_description();
     let outputs = args.u32(1).map_or(usize::MAX, |n| n as usize);
     let pairs = args.u32(2).map_or(usize::MAX, |n| n as usize);
     if outputs != artifact.outputs.len() || pairs > artifact.sources.len() || 3 + outputs + 2 * pairs > args.len() {
         return Err(Error::Value { name: "run".into(), detail: "malformed fast-run arguments".into() });
     }
-    let mut run = Run::begin(core, instance);
+    let timeout = core.take_run_timeout();
+    let mut run = Run::begin(core, engine).timeout(timeout);
     for at in (3 + outputs..3 + outputs + 2 * pairs).step_by(2) {
         let index = args.u32(at).map(|i| i as usize).filter(|&i| i < artifact.sources.len()).ok_or_else(|| Error::UnknownSource {
             name: "#?".into(),
@@ -101,7 +105,13 @@ pub(crate) fn run_with(core: &Core, instance: &mut Instance, args: &FastArgs) ->
             run.input(index, Input::Values(view))?;
         }
     }
-    let mut ran = run.run()?;
+    let mut ran = match budget {
+        None => run.run()?,
+        Some(budget) => match run.run_within(budget)? {
+            Ran::Done(ran) => ran,
+            Ran::Going => return Ok(false),
+        },
+    };
     for index in 0..outputs {
         let info = &artifact.outputs[index];
         let mut array = args.array(3 + index).ok_or_else(|| dtype::output_error(index, info.dtype, "a value that is not a TypedArray".into()))?;
@@ -109,14 +119,14 @@ pub(crate) fn run_with(core: &Core, instance: &mut Instance, args: &FastArgs) ->
         let view = array.view_mut().ok_or_else(|| dtype::output_error(index, info.dtype, class.into_owned()))?;
         ran.copy(index, view)?;
     }
-    Ok(())
+    Ok(true)
 }
 
 /// `run()`'s one native call (see `sys::js_fast`).
 pub(crate) fn fast_run(args: &FastArgs) -> Result<Option<u32>, Error> {
     let (core, _) = args.target(0)?;
     let mut instance = core.lock()?;
-    run_with(&core, &mut instance, args).map(|()| None)
+    run_with(&core, &mut instance, args, None).map(|_| None)
 }
 
 /// An async run that runs inline (see `offload`), with `run()`'s arguments. Returns
@@ -132,14 +142,23 @@ pub(crate) fn fast_run_inline(args: &FastArgs) -> Result<Option<u32>, Error> {
         Err(e) => return Err(e),
     };
     let started = std::time::Instant::now();
-    let outcome = run_with(&core, &mut instance, args);
+    let outcome = run_with(&core, &mut instance, args, Some(INLINE_BUDGET));
+    if let Ok(false) = outcome {
+        // Counted once, by its worker, as an offloaded run.
+        return Ok(Some(INLINE_GOING));
+    }
     let stays = shared.record_inline(outcome.is_ok(), started.elapsed());
-    outcome.map(|()| Some(if stays { INLINE_STAY } else { INLINE_LEAVE }))
+    outcome.map(|_| Some(if stays { INLINE_STAY } else { INLINE_LEAVE }))
 }
 
 pub(crate) const INLINE_STAY: u32 = 0;
 pub(crate) const INLINE_LEAVE: u32 = 1;
 pub(crate) const INLINE_NOT_RUN: u32 = 2;
+/// An isolated run still going after `INLINE_BUDGET`: its worker waits for it (`resume`).
+pub(crate) const INLINE_GOING: u32 = 3;
+/// How long an inline call waits for an isolated instance's answer on the JavaScript thread:
+/// a short run's comes in microseconds; a longer one is waited for off it.
+const INLINE_BUDGET: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// The functions behind `Runtime.run()` and inline async runs, made once per module instance
 /// (thread): `[run, runInline]`.
@@ -157,18 +176,36 @@ pub(crate) fn offload_mode(mode: &str) -> napi::Result<Offload, Code> {
 
 #[napi]
 pub struct NativeRuntime {
-    /// Released on close, with the instance: see `NativeArtifact::release`.
-    pub(crate) artifact: RefCell<Option<Arc<Artifact>>>,
+    /// Released on close, with the instance: see `NativeArtifact::release`. (The artifact is
+    /// held for its library; an isolated instance's description is its process's.)
+    pub(crate) artifact: RefCell<Option<Arc<Description>>>,
     /// `None` once closed. A worker holds a clone while it runs, so the instance is
     /// deinitialised (dropped) only after both let go, on the JavaScript thread.
     /// Only the JS thread touches this cell.
     pub(crate) core: RefCell<Option<Arc<Core>>>,
     /// This runtime's own `runAsync` queue.
     pub(crate) lanes: Rc<Lanes>,
+    /// An isolated instance's counts, kept past `close()` (a closed pool's stats still count).
+    #[cfg(target_os = "linux")]
+    control: Option<Arc<zgc::isolate::instance::Control>>,
 }
 
 impl NativeRuntime {
-    fn artifact(&self) -> napi::Result<Arc<Artifact>, Code> {
+    pub(crate) fn new(description: Arc<Description>, engine: Engine, mode: Offload) -> NativeRuntime {
+        let core = Core::new(engine);
+        let lanes = Lanes::new(vec![Arc::downgrade(&core)], Owner::Runtime, usize::MAX, mode);
+        #[cfg(target_os = "linux")]
+        let control = core.control().cloned();
+        NativeRuntime {
+            artifact: RefCell::new(Some(description)),
+            core: RefCell::new(Some(core)),
+            lanes,
+            #[cfg(target_os = "linux")]
+            control,
+        }
+    }
+
+    fn artifact(&self) -> napi::Result<Arc<Description>, Code> {
         self.artifact.borrow().clone().ok_or_else(|| js_err(Error::Closed))
     }
 
@@ -178,7 +215,7 @@ impl NativeRuntime {
 
     /// Runs `f` on the instance, on the JavaScript thread; refused (ERR_ZGC_BUSY) while async
     /// runs are pending, never waiting for one.
-    fn with<R>(&self, f: impl FnOnce(&mut Instance) -> napi::Result<R, Code>) -> napi::Result<R, Code> {
+    fn with<R>(&self, f: impl FnOnce(&mut Engine) -> napi::Result<R, Code>) -> napi::Result<R, Code> {
         let core = self.core()?;
         let mut guard = core.lock().map_err(js_err)?;
         let outcome = f(&mut guard);
@@ -186,15 +223,17 @@ impl NativeRuntime {
         outcome
     }
 
-    fn bind_array(instance: &mut Instance, index: usize, storage: &JsArray) -> napi::Result<(), Code> {
-        let source = &instance.artifact().sources[index];
-        if let (DType::Bool, Some(Elements::U8(bytes))) = (source.tensor.dtype, storage.view()) {
+    fn bind_array(engine: &mut Engine, index: usize, storage: &JsArray) -> napi::Result<(), Code> {
+        let source = &engine.description().sources[index];
+        let view = storage.view();
+        if let (DType::Bool, Some(Elements::U8(bytes))) = (source.tensor.dtype, &view) {
             dtype::check_bool(&source.name, bytes).map_err(js_err)?;
         }
-        match (JsRegion::hold(storage).map_err(napi_err)?, storage.kind()) {
-            (Some(region), Some(kind)) => instance.bind(index, kind, Box::new(region)).map_err(js_err),
+        let refusal = |source: &SourceInfo| js_err(check_bound(source).err().unwrap_or_else(|| not_storage(source, &storage.class_name())));
+        match (JsRegion::hold(storage).map_err(napi_err)?, storage.kind(), view) {
+            (Some(region), Some(kind), Some(view)) => engine.bind(index, kind, view.bytes(), Box::new(region)).map_err(js_err),
             // Not a kind any dtype binds: the core words the refusal.
-            _ => Err(js_err(check_bound(source).err().unwrap_or_else(|| not_storage(source, &storage.class_name())))),
+            _ => Err(refusal(source)),
         }
     }
 }
@@ -258,7 +297,7 @@ impl NativeRuntime {
             let source = &artifact.sources[index];
             let values = JsArray::of(&values);
             let view = values.view().ok_or_else(|| js_err(unsupported(source, &values)))?;
-            self.with(|i| i.set(index, view).map_err(js_err))
+            self.with(|e| e.set(index, view).map_err(js_err))
         })()
         .map_err(thrown(env))
     }
@@ -289,13 +328,14 @@ impl NativeRuntime {
             let buf = AlignedBuf::zeroed(bytes, PACKED_ALIGNMENT).ok_or_else(|| {
                 js_err(Error::OutOfMemory { what: format!("the storage of source {:?}", source.name), bytes, alignment: PACKED_ALIGNMENT })
             })?;
-            self.with(|instance| match js::external_view(env, Arc::new(buf), dtype).map_err(napi_err)? {
+            self.with(|engine| match js::external_view(env, Arc::new(buf), dtype).map_err(napi_err)? {
                 js::ExternalView::Shared(view, shared) => {
+                    let instance = engine.local().ok_or_else(|| js_err(Error::Value { name: source.name.clone(), detail: "an isolated instance's storage is a slot of its region (storageSlot)".into() }))?;
                     instance.bind(index, dtype::storage_kind(dtype), Box::new(SharedStorage(shared))).map_err(js_err)?;
                     Ok(view)
                 }
                 js::ExternalView::Copied(array) => {
-                    Self::bind_array(instance, index, &JsArray::of(&array))?;
+                    Self::bind_array(engine, index, &JsArray::of(&array))?;
                     Ok(array.to_unknown())
                 }
             })
@@ -310,8 +350,9 @@ impl NativeRuntime {
         (|| {
             let core = self.core()?;
             if core.pending() == 0 {
-                if let Ok(mut instance) = core.lock() {
-                    let artifact = instance.artifact().clone();
+                // In-process only: an isolated instance takes its inputs with the run's command.
+                if let Some(mut instance) = core.lock().ok().filter(|e| matches!(**e, Engine::Local(_))) {
+                    let artifact = instance.shared_description();
                     let index = source_index(&artifact, index)?;
                     let source = &artifact.sources[index];
                     let values = JsArray::of(&values);
@@ -334,7 +375,7 @@ impl NativeRuntime {
     /// `id` (non-zero) lets `cancel` take it back before it starts; it waits behind runs of
     /// its `priority` or higher.
     #[napi]
-    pub fn submit<'env>(&self, env: &'env Env, staged: &NativeStaged, f16_bits: bool, id: f64, priority: i32) -> Result<Unknown<'env>, Thrown> {
+    pub fn submit<'env>(&self, env: &'env Env, staged: &NativeStaged, f16_bits: bool, id: f64, priority: i32, timeout_ms: Option<f64>) -> Result<Unknown<'env>, Thrown> {
         (|| {
             let core = self.core()?;
             // A run that starts now copies JavaScript-owned bound storage now, on this thread.
@@ -348,13 +389,25 @@ impl NativeRuntime {
             } else {
                 None
             };
-            let promise = self.lanes.submit(env.raw(), staged.feeds.take(), f16_bits, id as u64, priority, temporary)?;
+            let promise = self.lanes.submit(env.raw(), staged.feeds.take(), f16_bits, id as u64, priority, timeout_ms, temporary)?;
             Ok(unknown(env, promise))
         })()
         .map_err(thrown(env))
     }
 
-    /// Rejects queued run `id` with `reason` if it has not started; whether it had not.
+    /// The promise of the isolated run an inline call left going (`INLINE_GOING`): its worker
+    /// waits for it. `id` lets `cancel` abort it.
+    #[napi]
+    pub fn resume<'env>(&self, env: &'env Env, f16_bits: bool, id: f64) -> Result<Unknown<'env>, Thrown> {
+        (|| {
+            let promise = self.lanes.resume(env.raw(), f16_bits, id as u64)?;
+            Ok(unknown(env, promise))
+        })()
+        .map_err(thrown(env))
+    }
+
+    /// Rejects queued run `id` with `reason` if it has not started; whether it had not. A run
+    /// an isolated instance is running is aborted: its process is killed.
     #[napi]
     pub fn cancel(&self, env: &Env, id: f64, reason: Unknown<'_>) -> bool {
         self.lanes.cancel(env.raw(), id as u64, reason.raw())
@@ -371,7 +424,7 @@ impl NativeRuntime {
                 let info = artifact.outputs.get(index as usize).ok_or(Error::OutputIndex { index: index.into(), count: artifact.outputs.len() });
                 return Err(js_err(info.map_or_else(|e| e, |o| dtype::output_error(index as usize, o.dtype, given.into_owned()))));
             };
-            self.with(|i| i.copy_output(index as usize, view).map_err(js_err))
+            self.with(|e| e.copy_output(index as usize, view).map_err(js_err))
         })()
         .map_err(thrown(env))
     }
@@ -412,4 +465,83 @@ impl NativeRuntime {
         })()
         .map_err(thrown(env))
     }
+
+    /// The deadline of the next sync run on an isolated instance (`run({ timeoutMs })`).
+    #[napi]
+    pub fn set_run_timeout(&self, timeout_ms: Option<f64>) {
+        if let Some(core) = self.core.borrow().as_ref() {
+            core.set_run_timeout(timeout_ms);
+        }
+    }
+
+    /// An isolated instance's counts, state and process: `null` in-process.
+    #[napi]
+    pub fn faults(&self) -> Option<Faults> {
+        #[cfg(target_os = "linux")]
+        if let Some(control) = &self.control {
+            let f = &control.faults;
+            let n = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed) as f64;
+            return Some(Faults {
+                crashes: n(&f.crashes),
+                restarts: n(&f.restarts),
+                timeouts: n(&f.timeouts),
+                memory_kills: n(&f.memory_kills),
+                aborts: n(&f.aborts),
+                start_failures: n(&f.start_failures),
+                alive: control.alive(),
+                pid: control.pid(),
+            });
+        }
+        None
+    }
+
+    /// `[byteOffset, byteLength]` of source `index`'s storage slot in an isolated instance's
+    /// region, bound to it now and zeroed (`storage()`; the caller views it in `region()`).
+    #[napi]
+    pub fn storage_slot(&self, env: &Env, index: u32) -> Result<Vec<f64>, Thrown> {
+        (|| {
+            let artifact = self.artifact()?;
+            let index = source_index(&artifact, index)?;
+            self.with(|engine| {
+                #[cfg(target_os = "linux")]
+                if let Some(isolated) = engine.isolated() {
+                    let (at, len) = isolated.storage(index).map_err(js_err)?;
+                    return Ok(vec![at as f64, len as f64]);
+                }
+                let _ = (engine, index);
+                Err(js_err(Error::Value { name: "storage".into(), detail: "an in-process instance has no region".into() }))
+            })
+        })()
+        .map_err(thrown(env))
+    }
+
+    /// An ArrayBuffer over an isolated instance's whole region (null where the host forbids
+    /// external buffers, or in-process).
+    #[napi]
+    pub fn region<'env>(&self, env: &'env Env) -> Result<Option<Unknown<'env>>, Thrown> {
+        (|| {
+            #[cfg(target_os = "linux")]
+            {
+                let core = self.core()?;
+                let Some(region) = core.control().and_then(|c| c.region()) else { return Ok(None) };
+                return Ok(js::region_buffer(env.raw(), &region).map_err(napi_err)?.map(|v| unknown(env, v)));
+            }
+            #[allow(unreachable_code)]
+            Ok(None)
+        })()
+        .map_err(thrown(env))
+    }
+}
+
+/// What an isolated instance's processes went through, and its process now.
+#[napi(object)]
+pub struct Faults {
+    pub crashes: f64,
+    pub restarts: f64,
+    pub timeouts: f64,
+    pub memory_kills: f64,
+    pub aborts: f64,
+    pub start_failures: f64,
+    pub alive: bool,
+    pub pid: Option<u32>,
 }

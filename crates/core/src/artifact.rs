@@ -24,7 +24,7 @@ pub struct Description {
 
 pub struct Artifact {
     pub(crate) library: Arc<ArtifactLibrary>,
-    description: Description,
+    description: Arc<Description>,
     by_name: HashMap<String, usize>,
 }
 
@@ -64,7 +64,7 @@ impl Artifact {
 
         let by_name = sources.iter().map(|s| (s.name.clone(), s.index)).collect();
         Ok(Artifact {
-            description: Description {
+            description: Arc::new(Description {
                 path,
                 fingerprint: library.fingerprint(),
                 mutable_bytes: library.mutable_bytes(),
@@ -72,7 +72,7 @@ impl Artifact {
                 runtime_alignment,
                 sources,
                 outputs,
-            },
+            }),
             by_name,
             library: Arc::new(library),
         })
@@ -80,6 +80,11 @@ impl Artifact {
 
     pub fn description(&self) -> &Description {
         &self.description
+    }
+
+    /// A share of its description, for callers that hold it beside the instance.
+    pub fn shared_description(&self) -> Arc<Description> {
+        self.description.clone()
     }
 
     pub fn path(&self) -> &str {

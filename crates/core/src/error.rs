@@ -50,6 +50,46 @@ pub enum Error {
     /// The host process of an isolated instance could not be started or spoke out of turn.
     #[error("isolated instance of {path}: {reason}")]
     Host { path: String, reason: String },
+    /// A run an isolated instance's process did not finish: it crashed, or was killed at the
+    /// run's deadline or its memory cap. The instance starts again.
+    #[error("{message}")]
+    Fault { message: String, fault: Box<Fault> },
+    /// An isolated instance whose process would not start again, given up.
+    #[error("the isolated instance of {path} could not be restarted after {attempts} attempts; the last said: {last}")]
+    InstanceFailed { path: String, attempts: u32, last: String },
+    /// A run of an isolated instance aborted by its caller while it ran (JavaScript rejects
+    /// it with the signal's reason).
+    #[error("the run was aborted while it ran; its process was killed and the instance restarts")]
+    Aborted,
+}
+
+/// A number as the caller gave it (milliseconds, megabytes), compared by its bits.
+#[derive(Debug, Clone, Copy)]
+pub struct Number(pub f64);
+
+impl PartialEq for Number {
+    fn eq(&self, other: &Number) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for Number {}
+
+impl std::fmt::Display for Number {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// How an isolated instance's process ended a run, as its error's properties.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// It died: by `signal` (its name), or exiting with `exit_code`.
+    Crashed { signal: Option<&'static str>, exit_code: Option<i32>, stderr: String },
+    /// It passed the run's `timeoutMs`, and was killed.
+    Timeout { timeout_ms: Number, stderr: String },
+    /// Its resident memory passed `maxMemoryMb`, and it was killed.
+    Memory { max_memory_mb: Number, resident_bytes: u64, stderr: String },
 }
 
 /// What an error is about beyond its code and message.
@@ -61,6 +101,8 @@ pub struct Detail {
     pub operation: Option<String>,
     /// The source the error is about, by name.
     pub source: Option<String>,
+    /// How an isolated instance's process ended the run.
+    pub fault: Option<Box<Fault>>,
 }
 
 fn status_label(status: i32) -> &'static str {
@@ -97,6 +139,13 @@ impl Error {
             Error::Status { status, .. } => status_code(*status),
             Error::Remote { code, .. } => code,
             Error::Host { .. } => "ERR_ZGC_INSTANCE_START",
+            Error::Fault { fault, .. } => match **fault {
+                Fault::Crashed { .. } => "ERR_ZGC_INSTANCE_CRASHED",
+                Fault::Timeout { .. } => "ERR_ZGC_TIMEOUT",
+                Fault::Memory { .. } => "ERR_ZGC_MEMORY_LIMIT",
+            },
+            Error::InstanceFailed { .. } => "ERR_ZGC_INSTANCE_FAILED",
+            Error::Aborted => "ERR_ZGC_ABORTED",
         }
     }
 
@@ -112,9 +161,10 @@ impl Error {
             | Error::Detached { name }
             | Error::Alignment { name, .. } => named(name),
             Error::Status { operation, status, source_name, .. } => {
-                Detail { status: Some(*status), operation: Some((*operation).to_owned()), source: source_name.clone() }
+                Detail { status: Some(*status), operation: Some((*operation).to_owned()), source: source_name.clone(), fault: None }
             }
             Error::Remote { detail, .. } => detail.clone(),
+            Error::Fault { fault, .. } => Detail { fault: Some(fault.clone()), ..Detail::default() },
             _ => Detail::default(),
         }
     }
@@ -168,11 +218,14 @@ pub const CODES: &[&str] = &[
     "ERR_ZGC_NAPI",
     // JavaScript: no addon loads (lib/native.js).
     "ERR_ZGC_NATIVE_MISSING",
-    // JavaScript: isolated instances (lib/isolate/).
+    // Isolated instances (`isolate::instance`).
     "ERR_ZGC_INSTANCE_CRASHED",
     "ERR_ZGC_TIMEOUT",
     "ERR_ZGC_MEMORY_LIMIT",
     "ERR_ZGC_INSTANCE_FAILED",
+    // A run aborted while it ran on an isolated instance: JavaScript rejects it with the
+    // signal's reason, so user code never sees this one.
+    "ERR_ZGC_ABORTED",
     // JavaScript: a batcher's variants that are not one graph in several batch sizes (lib/batcher.js).
     "ERR_ZGC_BATCH_VARIANTS",
     // JavaScript: a sequence that cannot be made, such as over OWNED state (lib/sequence.js).
@@ -279,6 +332,11 @@ mod tests {
             Error::QueueFull { waiting: 1, instances: 1, max_queue: 1 },
             Error::OutputIndex { index: 9, count: 1 },
             Error::Host { path: s(), reason: s() },
+            Error::Fault { message: s(), fault: Box::new(Fault::Crashed { signal: None, exit_code: Some(1), stderr: s() }) },
+            Error::Fault { message: s(), fault: Box::new(Fault::Timeout { timeout_ms: Number(1.0), stderr: s() }) },
+            Error::Fault { message: s(), fault: Box::new(Fault::Memory { max_memory_mb: Number(1.0), resident_bytes: 1, stderr: s() }) },
+            Error::InstanceFailed { path: s(), attempts: 5, last: s() },
+            Error::Aborted,
         ];
         for e in every {
             assert!(CODES.contains(&e.code()), "{}", e.code());
@@ -294,7 +352,7 @@ mod tests {
         );
         assert_eq!(
             err.detail(),
-            Detail { status: Some(5), operation: Some("zgc_runtime_copy_source".into()), source: Some("x".into()) }
+            Detail { status: Some(5), operation: Some("zgc_runtime_copy_source".into()), source: Some("x".into()), fault: None }
         );
         assert!(check_source(0, "x", "y").is_ok());
     }
@@ -306,7 +364,7 @@ mod tests {
         assert_eq!(Error::UnknownSource { name: "n".into(), known: String::new() }.detail().source.as_deref(), Some("n"));
         assert_eq!(Error::Closed.detail(), Detail::default());
         let run = check(8, "zgc_runtime_run", || "unbound source(s) \"a\"".into()).unwrap_err();
-        assert_eq!(run.detail(), Detail { status: Some(8), operation: Some("zgc_runtime_run".into()), source: None });
+        assert_eq!(run.detail(), Detail { status: Some(8), operation: Some("zgc_runtime_run".into()), source: None, fault: None });
         let remote = Error::Remote { code: "ERR_ZGC_SIZE", message: "m".into(), detail: size.detail() };
         assert_eq!(remote.detail(), size.detail());
     }

@@ -7,7 +7,7 @@
 //! stage at call time and apply later, on another thread.
 
 use crate::abi::{Binding, DType};
-use crate::artifact::Artifact;
+use crate::artifact::{Artifact, Description};
 use crate::dtype::{self, ArrayKind, Elements, ElementsMut, OutputTarget};
 use crate::error::{check, check_source, Error, Result};
 use crate::layout;
@@ -66,7 +66,9 @@ fn allocate(source: &SourceInfo) -> Result<AlignedBuf> {
     })
 }
 
-impl Artifact {
+/// Staging needs only what an artifact is, not its library: an isolated instance's parent
+/// stages with the description its host process reported.
+impl Description {
     /// Logical values (C order) for source `index`: copied in for OWNED sources, packed
     /// into new runtime-owned storage for BOUND ones.
     pub fn stage_values<'a>(&self, index: usize, values: Elements<'a>) -> Result<Feed<'a>> {
@@ -81,13 +83,13 @@ impl Artifact {
     }
 
     /// Checks `values` for source `index` and gives them as the dtype's logical bytes.
-    fn logical_bytes<'a>(&self, index: usize, values: Elements<'a>) -> Result<Cow<'a, [u8]>> {
+    pub(crate) fn logical_bytes<'a>(&self, index: usize, values: Elements<'a>) -> Result<Cow<'a, [u8]>> {
         logical_bytes(&self.sources[index], values)
     }
 
     /// Scatters logical bytes into `storage` (the source's physical layout); elements no
     /// logical element maps to are left as they are.
-    fn pack(&self, index: usize, logical: &[u8], storage: &mut AlignedBuf) {
+    pub(crate) fn pack(&self, index: usize, logical: &[u8], storage: &mut AlignedBuf) {
         let t = &self.sources[index].tensor;
         let (shape, strides, offset) = (&t.shape, &t.strides, t.offset);
         let physical = storage.as_bytes_mut();
@@ -435,25 +437,33 @@ impl Instance {
         let artifact = self.artifact.clone();
         let mut outputs = Vec::with_capacity(artifact.outputs.len());
         for (index, info) in artifact.outputs.iter().enumerate() {
-            let n = info.logical_count;
-            let data = match info.dtype {
-                DType::F32 => OutputData::F32(vec![0.0; n]),
-                DType::F16 if f16_bits => OutputData::U16(vec![0; n]),
-                DType::F16 => OutputData::F32(vec![0.0; n]),
-                DType::I8 => OutputData::I8(vec![0; n]),
-                DType::Bool => OutputData::U8(vec![0; n]),
-            };
-            let mut data = data;
-            let target = match &mut data {
-                OutputData::F32(v) => ElementsMut::F32(v),
-                OutputData::U16(v) => ElementsMut::U16(v),
-                OutputData::I8(v) => ElementsMut::I8(v),
-                OutputData::U8(v) => ElementsMut::U8(v),
-            };
-            self.copy_output(index, target)?;
+            let mut data = OutputData::zeroed(info.dtype, info.logical_count, f16_bits);
+            self.copy_output(index, data.as_target())?;
             outputs.push(data);
         }
         Ok(outputs)
+    }
+}
+
+impl OutputData {
+    /// `n` zeros of the array an output of `dtype` is read into (f16: bits when `f16_bits`).
+    pub fn zeroed(dtype: DType, n: usize, f16_bits: bool) -> OutputData {
+        match dtype {
+            DType::F32 => OutputData::F32(vec![0.0; n]),
+            DType::F16 if f16_bits => OutputData::U16(vec![0; n]),
+            DType::F16 => OutputData::F32(vec![0.0; n]),
+            DType::I8 => OutputData::I8(vec![0; n]),
+            DType::Bool => OutputData::U8(vec![0; n]),
+        }
+    }
+
+    pub fn as_target(&mut self) -> ElementsMut<'_> {
+        match self {
+            OutputData::F32(v) => ElementsMut::F32(v),
+            OutputData::U16(v) => ElementsMut::U16(v),
+            OutputData::I8(v) => ElementsMut::I8(v),
+            OutputData::U8(v) => ElementsMut::U8(v),
+        }
     }
 }
 

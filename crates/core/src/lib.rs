@@ -10,10 +10,13 @@ pub mod abi;
 mod artifact;
 pub mod binary;
 pub mod dtype;
+pub mod engine;
 pub mod error;
 pub mod executor;
 #[allow(unsafe_code)]
 pub mod ffi;
+#[cfg(target_os = "linux")]
+pub mod host;
 pub mod instance;
 pub mod isolate;
 pub mod lane;

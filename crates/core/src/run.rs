@@ -1,14 +1,16 @@
 //! The run protocol, one call's worth, for every caller (sync calls, async workers, host
-//! children): each input bound without a copy (physical storage of a BOUND source), copied
-//! in, or applied as staged at an async call; one run; then each output copied out. Which
-//! arrays are storage is decided here too, for runs and for async runs' staged inputs alike.
+//! children) and every engine (in-process or isolated): each input bound without a copy
+//! (physical storage of a BOUND source), copied in, or applied as staged at an async call;
+//! one run; then each output copied out. Which arrays are storage is decided here too, for
+//! runs and for async runs' staged inputs alike.
 
 use crate::abi::Binding;
 use crate::dtype::{self, ArrayKind, Elements, ElementsMut};
 use crate::error::Result;
+use crate::engine::Engine;
 use crate::lane::Core;
 use crate::ffi::runtime::{BoundRegion, Temporary};
-use crate::instance::{Feed, Instance, OutputData};
+use crate::instance::{Feed, OutputData};
 use crate::meta::SourceInfo;
 
 /// Whether an array of `kind` (`None`: one the runtime does not read) and `len` elements given
@@ -38,7 +40,14 @@ pub enum Input<'a> {
 pub struct Run<'a> {
     /// The lane whose bindings a sync call notes (none off the caller's thread).
     core: Option<&'a Core>,
-    instance: &'a mut Instance,
+    engine: &'a mut Engine,
+    /// An isolated run's deadline (milliseconds), else the instance's own.
+    timeout_ms: Option<f64>,
+    /// Inputs went into an isolated instance's next command, which has not been sent.
+    written: bool,
+    /// Called once if an isolated run's wait goes to sleep (a long run): a worker hands over
+    /// what it finished before.
+    idle: Option<&'a mut dyn FnMut()>,
     bound: bool,
     /// Per lent source, the binding the loan displaced: given back when the run ends.
     lent: Vec<(usize, Option<Box<dyn BoundRegion>>)>,
@@ -48,50 +57,83 @@ pub struct Run<'a> {
 
 impl<'a> Run<'a> {
     /// A run on the caller's thread, on `core`'s instance.
-    pub fn begin(core: &'a Core, instance: &'a mut Instance) -> Run<'a> {
-        Run { core: Some(core), instance, bound: false, lent: Vec::new(), displaced: None }
+    pub fn begin(core: &'a Core, engine: &'a mut Engine) -> Run<'a> {
+        Run { core: Some(core), engine, timeout_ms: None, written: false, idle: None, bound: false, lent: Vec::new(), displaced: None }
     }
 
     /// A run on a worker: regions it displaces (perhaps the caller's arrays) go to `displaced`.
-    pub fn off_thread(instance: &'a mut Instance, displaced: &'a mut Vec<Box<dyn BoundRegion>>) -> Run<'a> {
-        Run { core: None, instance, bound: false, lent: Vec::new(), displaced: Some(displaced) }
+    pub fn off_thread(engine: &'a mut Engine, displaced: &'a mut Vec<Box<dyn BoundRegion>>) -> Run<'a> {
+        Run { core: None, engine, timeout_ms: None, written: false, idle: None, bound: false, lent: Vec::new(), displaced: Some(displaced) }
     }
 
     /// A run in a process that holds no caller's memory (a host child).
-    pub fn owned(instance: &'a mut Instance) -> Run<'a> {
-        Run { core: None, instance, bound: false, lent: Vec::new(), displaced: None }
+    pub fn owned(engine: &'a mut Engine) -> Run<'a> {
+        Run { core: None, engine, timeout_ms: None, written: false, idle: None, bound: false, lent: Vec::new(), displaced: None }
     }
 
-    pub fn instance(&self) -> &Instance {
-        self.instance
+    pub fn description(&self) -> &crate::Description {
+        self.engine.description()
+    }
+
+    /// What to do once if an isolated run's wait goes to sleep.
+    pub fn idle(mut self, idle: &'a mut dyn FnMut()) -> Run<'a> {
+        self.idle = Some(idle);
+        self
+    }
+
+    /// This run's deadline on an isolated instance (in-process runs cannot be stopped).
+    pub fn timeout(mut self, timeout_ms: Option<f64>) -> Run<'a> {
+        self.timeout_ms = timeout_ms;
+        self
     }
 
     /// Applies input `index` (for `Input::Staged`, the feed's own).
     pub fn input(&mut self, index: usize, input: Input<'_>) -> Result<()> {
         debug_assert!(!matches!(&input, Input::Staged(feed) if feed.index() != index));
+        #[cfg(target_os = "linux")]
+        if let Some(isolated) = self.engine.isolated() {
+            // Into the command's frame; the child applies them as this run starts.
+            self.written = true;
+            return match input {
+                Input::Storage { kind, region } => {
+                    let copy = crate::ffi::runtime::snapshot_regions(&mut [Some(region)], &[0], crate::instance::PACKED_ALIGNMENT);
+                    let name = || isolated.description().sources[index].name.clone();
+                    match copy {
+                        Ok(copies) if copies.len() == 1 => isolated.input_storage(index, kind, copies[0].bytes()),
+                        Ok(_) => Err(crate::error::Error::Value { name: name(), detail: "storage that is not the caller's".into() }),
+                        Err(_) => Err(crate::error::Error::Detached { name: name() }),
+                    }
+                }
+                Input::Values(values) => isolated.input_values(index, values),
+                Input::StorageCopy(values) => isolated.input_storage(index, values.kind(), values.bytes()),
+                Input::Staged(feed) => isolated.input_feed(feed),
+            };
+        }
         match input {
             Input::Storage { kind, region } => {
-                let outcome = self.instance.bind(index, kind, region);
+                let outcome = local(self.engine).bind(index, kind, region);
                 // Noted whatever the outcome: a refused bind has dropped the source's old one.
                 self.note_bindings();
                 outcome?;
                 self.bound = true;
             }
             Input::Values(values) => {
-                self.instance.set(index, values)?;
-                self.bound |= self.instance.artifact().sources[index].binding == Binding::Bound;
+                let instance = local(self.engine);
+                instance.set(index, values)?;
+                self.bound |= instance.artifact().sources[index].binding == Binding::Bound;
             }
             Input::StorageCopy(values) => {
-                let feed = self.instance.artifact().stage_storage(index, values)?;
-                self.instance.apply(feed)?;
+                let instance = local(self.engine);
+                let feed = instance.artifact().stage_storage(index, values)?;
+                instance.apply(feed)?;
                 self.bound = true;
             }
             Input::Staged(Feed::Lend { index, storage }) => {
-                let own = self.instance.lend(index, storage)?;
+                let own = local(self.engine).lend(index, storage)?;
                 self.lent.push((index, own));
             }
             Input::Staged(feed) => {
-                if let Some(region) = self.instance.apply_keeping(feed)? {
+                if let Some(region) = local(self.engine).apply_keeping(feed)? {
                     self.displace(region);
                 }
             }
@@ -100,24 +142,56 @@ impl<'a> Run<'a> {
     }
 
     /// Runs; the outputs are then copied out of what it returns.
-    pub fn run(self) -> Result<Outputs<'a>> {
+    pub fn run(mut self) -> Result<Outputs<'a>> {
         if self.bound {
             self.note_bindings();
         }
-        self.instance.run()?;
+        self.written = false;
+        match &mut self.engine {
+            Engine::Local(instance) => instance.run()?,
+            #[cfg(target_os = "linux")]
+            Engine::Isolated(isolated) => isolated.run(self.timeout_ms, None, false, &mut || {})?,
+        }
         Ok(Outputs { run: self })
+    }
+
+    /// `run` on the caller's thread that waits for an isolated instance at most `budget`
+    /// (in-process, the run itself). A run still going then is left to `Engine::finish`.
+    pub fn run_within(mut self, budget: std::time::Duration) -> Result<Ran<'a>> {
+        #[cfg(target_os = "linux")]
+        if let Engine::Isolated(isolated) = &mut self.engine {
+            self.written = false;
+            if !isolated.run_within(self.timeout_ms, budget)? {
+                return Ok(Ran::Going);
+            }
+            return Ok(Ran::Done(Outputs { run: self }));
+        }
+        let _ = budget;
+        self.run().map(Ran::Done)
     }
 
     /// Runs off the caller's thread, with `temporary` (its copies) standing in for every
     /// caller-owned binding.
-    pub fn run_detached(self, temporary: &[Temporary]) -> Result<Outputs<'a>> {
-        self.instance.run_detached(temporary)?;
+    pub fn run_detached(mut self, temporary: &[Temporary]) -> Result<Outputs<'a>> {
+        self.written = false;
+        match &mut self.engine {
+            Engine::Local(instance) => instance.run_detached(temporary)?,
+            #[cfg(target_os = "linux")]
+            Engine::Isolated(isolated) => {
+                let mut nothing = || {};
+                let idle: &mut dyn FnMut() = match self.idle.take() {
+                    Some(idle) => idle,
+                    None => &mut nothing,
+                };
+                isolated.run(self.timeout_ms, Some(temporary), true, idle)?
+            }
+        }
         Ok(Outputs { run: self })
     }
 
     fn note_bindings(&self) {
         if let Some(core) = self.core {
-            core.note_bindings(self.instance);
+            core.note_bindings(self.engine);
         }
     }
 
@@ -129,15 +203,33 @@ impl<'a> Run<'a> {
     }
 }
 
+fn local(engine: &mut Engine) -> &mut crate::instance::Instance {
+    engine.local().expect("an engine not isolated is in-process")
+}
+
 impl Drop for Run<'_> {
     /// The instance's own bindings come back after a loan, whether the run succeeded or not.
     fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if self.written {
+            if let Some(isolated) = self.engine.isolated() {
+                isolated.clear_inputs();
+            }
+        }
         while let Some((index, own)) = self.lent.pop() {
-            if let Some(region) = self.instance.give_back(index, own) {
+            let Some(instance) = self.engine.local() else { break };
+            if let Some(region) = instance.give_back(index, own) {
                 self.displace(region);
             }
         }
     }
+}
+
+/// How `run_within` left a run.
+pub enum Ran<'a> {
+    Done(Outputs<'a>),
+    /// An isolated instance's run still going after the budget.
+    Going,
 }
 
 /// The outputs of a run that succeeded.
@@ -148,11 +240,11 @@ pub struct Outputs<'a> {
 impl Outputs<'_> {
     /// Copies output `index` into `target`.
     pub fn copy(&mut self, index: usize, target: ElementsMut<'_>) -> Result<()> {
-        self.run.instance.copy_output(index, target)
+        self.run.engine.copy_output(index, target)
     }
 
     /// Every output, in new memory (f16 as bits when `f16_bits`, else decoded to f32).
     pub fn read(self, f16_bits: bool) -> Result<Vec<OutputData>> {
-        self.run.instance.read_outputs(f16_bits)
+        self.run.engine.read_outputs(f16_bits)
     }
 }

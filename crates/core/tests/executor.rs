@@ -62,7 +62,7 @@ fn sink() -> (Arc<dyn Sink<u64>>, Receiver<Event>) {
 fn slow(artifact: &Arc<Artifact>, ms: f32) -> Arc<Core> {
     let mut instance = Instance::new(artifact.clone()).unwrap();
     instance.set(artifact.source_index("sleep_ms").unwrap(), Elements::F32(&[ms])).unwrap();
-    Core::new(instance)
+    Core::new(zgc_runtime_core::engine::Engine::Local(instance))
 }
 
 fn feed(artifact: &Artifact, x: [f32; 4]) -> Vec<Feed<'static>> {
@@ -115,7 +115,7 @@ fn a_runtime_queue_runs_in_call_order_in_batches_one_call_at_a_time() {
     let (sink, rx) = sink();
     let n = 2000u64;
     for i in 0..n {
-        queue.submit(i, 0, 0, feed(&artifact, [i as f32, -(i as f32), 0.5, 1.0]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(i, 0, 0, feed(&artifact, [i as f32, -(i as f32), 0.5, 1.0]), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
     }
     assert!(core.pending() > 0, "queued runs count as pending on the runtime");
     assert!(matches!(core.lock(), Err(Error::Busy)));
@@ -143,7 +143,7 @@ fn a_pool_queue_spreads_runs_over_its_instances_in_parallel() {
     let queue: Arc<Queue<u64>> = Queue::new(cores.iter().map(Arc::downgrade).collect(), Owner::Pool, 64, Offload::Always);
     let (sink, rx) = sink();
     for i in 0..3u64 {
-        queue.submit(i, 0, 0, feed(&artifact, [i as f32; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(i, 0, 0, feed(&artifact, [i as f32; 4]), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
     }
     let (done, _) = collect(&rx, 3);
     let library_max = done.iter().map(|(_, r)| f32s(&r.as_ref().unwrap()[1])[2]).fold(0.0, f32::max);
@@ -154,7 +154,7 @@ fn a_pool_queue_spreads_runs_over_its_instances_in_parallel() {
     let (sink, rx) = self::sink();
     let n = 3000u64;
     for i in 0..n {
-        queue.submit(i, 0, 0, feed(&artifact, [i as f32, 0.0, 0.0, 0.0]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(i, 0, 0, feed(&artifact, [i as f32, 0.0, 0.0, 0.0]), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
     }
     let (done, _) = collect(&rx, n as usize);
     let mut seen = vec![false; n as usize];
@@ -176,11 +176,11 @@ fn the_queue_is_bounded_beyond_the_free_instances() {
     let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Pool, 2, Offload::Always);
     let (sink, rx) = sink();
     for i in 0..3 {
-        assert!(queue.submit(i, 0, 0, feed(&artifact, [1.0; 4]), false, None, &sink).is_ok(), "run {i}: one instance free plus 2 waiting");
+        assert!(queue.submit(i, 0, 0, feed(&artifact, [1.0; 4]), false, None, None, &sink).is_ok(), "run {i}: one instance free plus 2 waiting");
     }
     let figures = queue.figures();
     assert_eq!(figures.in_flight + figures.waiting, 3);
-    match queue.submit(3, 0, 0, feed(&artifact, [1.0; 4]), false, None, &sink) {
+    match queue.submit(3, 0, 0, feed(&artifact, [1.0; 4]), false, None, None, &sink) {
         Err((e, token)) => {
             assert_eq!(token, 3);
             assert_eq!(e.code(), "ERR_ZGC_QUEUE_FULL");
@@ -200,7 +200,7 @@ fn cancel_takes_back_a_run_that_has_not_started_and_close_rejects_the_rest() {
     let core = slow(&artifact, 80.0);
     let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Runtime, usize::MAX, Offload::Always);
     let (sink, rx) = sink();
-    queue.submit(0, 10, 0, feed(&artifact, [3.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+    queue.submit(0, 10, 0, feed(&artifact, [3.0; 4]), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
     // Until the worker has taken run 0 (it then sleeps 80 ms inside it).
     for _ in 0..1000 {
         if queue.shared.nothing_waiting() {
@@ -210,7 +210,7 @@ fn cancel_takes_back_a_run_that_has_not_started_and_close_rejects_the_rest() {
     }
     assert!(queue.shared.nothing_waiting());
     for i in 1..5 {
-        queue.submit(i, 10 + i, 0, feed(&artifact, [4.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(i, 10 + i, 0, feed(&artifact, [4.0; 4]), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
     }
     assert!(queue.cancel(10).is_none(), "a started run cannot be taken back");
     assert_eq!(queue.cancel(12).map(|j| j.token), Some(2));
@@ -219,7 +219,7 @@ fn cancel_takes_back_a_run_that_has_not_started_and_close_rejects_the_rest() {
     let rejected: Vec<u64> = queue.close().into_iter().map(|j| j.token).collect();
     assert_eq!(rejected, vec![1, 3, 4]);
     assert!(queue.closed());
-    assert!(matches!(queue.submit(9, 0, 0, Vec::new(), false, None, &sink), Err((Error::Closed, 9))));
+    assert!(matches!(queue.submit(9, 0, 0, Vec::new(), false, None, None, &sink), Err((Error::Closed, 9))));
     // The run in flight finishes with its result; then the worker ends.
     let (done, _) = collect(&rx, 1);
     assert_eq!(done[0].0, 0);
@@ -237,8 +237,8 @@ fn close_keeps_the_run_starting_on_a_free_instance_even_when_the_owner_lets_go_o
         let core = slow(&artifact, 20.0);
         let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Runtime, usize::MAX, Offload::Always);
         let (sink, rx) = sink();
-        queue.submit(0, 0, 0, feed(&artifact, [round as f32; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
-        queue.submit(1, 0, 0, feed(&artifact, [9.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(0, 0, 0, feed(&artifact, [round as f32; 4]), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(1, 0, 0, feed(&artifact, [9.0; 4]), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
         // Run 0 is running or about to (counted in flight), run 1 waits behind it.
         assert_eq!(queue.figures().in_flight, 1);
         let rejected: Vec<u64> = queue.close().into_iter().map(|j| j.token).collect();
@@ -257,7 +257,7 @@ fn close_keeps_the_run_starting_on_a_free_instance_even_when_the_owner_lets_go_o
     let core = slow(&artifact, 0.0);
     let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Runtime, usize::MAX, Offload::Always);
     let (sink, rx) = sink();
-    queue.submit(0, 0, 0, feed(&artifact, [1.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+    queue.submit(0, 0, 0, feed(&artifact, [1.0; 4]), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
     collect(&rx, 1);
     settles(&queue);
     assert!(queue.close().is_empty());
@@ -274,18 +274,18 @@ fn a_run_whose_instance_is_gone_fails_closed_and_errors_leave_the_queue_working(
         instance.set(artifact.source_index(name).unwrap(), Elements::I8(&[0])).unwrap();
     }
     instance.set(artifact.source_index("buf").unwrap(), Elements::F32(&[1.0, 2.0])).unwrap();
-    let core = Core::new(instance);
+    let core = Core::new(zgc_runtime_core::engine::Engine::Local(instance));
     let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Runtime, usize::MAX, Offload::Always);
     let (sink, rx) = sink();
     let run_status = artifact.source_index("run_status").unwrap();
     let with = |status: i8| vec![artifact.stage_values(run_status, Elements::I8(&[status])).unwrap().into_owned()];
-    queue.submit(0, 0, 0, with(8), false, None, &sink).map_err(|(e, _)| e).unwrap();
-    queue.submit(1, 0, 0, with(0), false, None, &sink).map_err(|(e, _)| e).unwrap();
+    queue.submit(0, 0, 0, with(8), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
+    queue.submit(1, 0, 0, with(0), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
     let (done, _) = collect(&rx, 2);
     assert_eq!(done[0].1.as_ref().err().map(Error::code), Some("ERR_ZGC_MISSING_BINDING"));
     assert!(done[1].1.is_ok());
     drop(core); // the runtime was closed while nothing ran
-    queue.submit(2, 0, 0, with(0), false, None, &sink).map_err(|(e, _)| e).unwrap();
+    queue.submit(2, 0, 0, with(0), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
     let (done, _) = collect(&rx, 1);
     assert!(matches!(done[0].1, Err(Error::Closed)));
 }
@@ -302,7 +302,7 @@ fn batches_are_bounded_in_size_and_time_and_idle_runs_give_hop_samples() {
     // behind it, however slowly this thread submits (under valgrind, say).
     let held = core.lock_unchecked();
     for i in 0..n {
-        queue.submit(i, 0, 0, feed(&artifact, [i as f32; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(i, 0, 0, feed(&artifact, [i as f32; 4]), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
     }
     drop(held);
     let (done, sizes) = collect_batches(&rx, n as usize);
@@ -316,7 +316,7 @@ fn batches_are_bounded_in_size_and_time_and_idle_runs_give_hop_samples() {
     let slow_core = slow(&artifact, 5.0);
     let slow_queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&slow_core)], Owner::Runtime, usize::MAX, Offload::Always);
     for i in 0..6 {
-        slow_queue.submit(i, 0, 0, feed(&artifact, [1.0; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        slow_queue.submit(i, 0, 0, feed(&artifact, [1.0; 4]), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
     }
     let (_, sizes) = collect_batches(&rx, 6);
     assert!(sizes.len() >= 5, "batch sizes {sizes:?}");
@@ -332,11 +332,11 @@ fn stop_refuses_new_runs_and_lets_queued_ones_finish() {
     assert_eq!(queue.lanes(), 2);
     let (sink, rx) = sink();
     for i in 0..6 {
-        queue.submit(i, 0, 0, feed(&artifact, [i as f32; 4]), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(i, 0, 0, feed(&artifact, [i as f32; 4]), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
     }
     queue.stop();
     assert!(!queue.closed(), "stopped is not closed");
-    assert!(matches!(queue.submit(9, 0, 0, Vec::new(), false, None, &sink), Err((Error::Closed, 9))));
+    assert!(matches!(queue.submit(9, 0, 0, Vec::new(), false, None, None, &sink), Err((Error::Closed, 9))));
     let (done, _) = collect(&rx, 6);
     let mut tokens: Vec<u64> = done.iter().map(|d| d.0).collect();
     tokens.sort_unstable();
@@ -362,7 +362,7 @@ fn storage_lent_to_a_run_is_bound_for_it_alone_and_the_instance_gets_its_own_bac
     let mut instance = Instance::new(artifact.clone()).unwrap();
     // The instance's own state: 1000 in h[0].
     instance.set(h, Elements::F32(&[1000.0, 0.0, 0.0, 0.0, 0.0])).unwrap();
-    let core = Core::new(instance);
+    let core = Core::new(zgc_runtime_core::engine::Engine::Local(instance));
     let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Pool, usize::MAX, Offload::Always);
     let (sink, rx) = sink();
     let a = Arc::new(artifact.lendable_storage(h, None).unwrap());
@@ -370,7 +370,7 @@ fn storage_lent_to_a_run_is_bound_for_it_alone_and_the_instance_gets_its_own_bac
     // a, own, b, a, own, b: each state is carried over only by its own runs.
     let plan: [(Option<&Arc<_>>, f32); 6] = [(Some(&a), 1.0), (None, 2.0), (Some(&b), 3.0), (Some(&a), 4.0), (None, 5.0), (Some(&b), 6.0)];
     for (i, (state, x)) in plan.iter().enumerate() {
-        queue.submit(i as u64, 0, 0, accum_feeds(&artifact, [*x, 0.0, 0.0, 0.0], *state), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(i as u64, 0, 0, accum_feeds(&artifact, [*x, 0.0, 0.0, 0.0], *state), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
     }
     let (mut done, _) = collect(&rx, plan.len());
     done.sort_by_key(|(t, _)| *t);
@@ -391,12 +391,12 @@ fn storage_lent_to_a_run_is_bound_for_it_alone_and_the_instance_gets_its_own_bac
 fn storage_lent_where_nothing_was_bound_leaves_fresh_zeros_for_the_next_run() {
     let artifact = Arc::new(Artifact::open(&build("accum", "accum.c")).unwrap());
     let h = artifact.source_index("h").unwrap();
-    let core = Core::new(Instance::new(artifact.clone()).unwrap());
+    let core = Core::new(zgc_runtime_core::engine::Engine::Local(Instance::new(artifact.clone()).unwrap()));
     let queue: Arc<Queue<u64>> = Queue::new(vec![Arc::downgrade(&core)], Owner::Pool, usize::MAX, Offload::Always);
     let (sink, rx) = sink();
     let a = Arc::new(artifact.lendable_storage(h, Some(Elements::F32(&[9.0, 0.0, 0.0, 0.0, 0.0]))).unwrap());
-    queue.submit(0, 0, 0, accum_feeds(&artifact, [1.0; 4], Some(&a)), false, None, &sink).map_err(|(e, _)| e).unwrap();
-    queue.submit(1, 0, 0, accum_feeds(&artifact, [1.0; 4], None), false, None, &sink).map_err(|(e, _)| e).unwrap();
+    queue.submit(0, 0, 0, accum_feeds(&artifact, [1.0; 4], Some(&a)), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
+    queue.submit(1, 0, 0, accum_feeds(&artifact, [1.0; 4], None), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
     let (mut done, _) = collect(&rx, 2);
     done.sort_by_key(|(t, _)| *t);
     assert_eq!(f32s(&done[0].1.as_ref().unwrap()[0]), &[10.0, 1.0, 1.0, 1.0]);
@@ -444,7 +444,7 @@ fn async_runs_copy_caller_storage_only_while_a_sync_run_has_left_it_bound() {
     use zgc_runtime_core::run::{Input, Run};
     let artifact = Arc::new(Artifact::open(&common::build("status", "status.c", &[])).unwrap());
     let (run_status, buf) = (artifact.source_index("run_status").unwrap(), artifact.source_index("buf").unwrap());
-    let core = Core::new(Instance::new(artifact.clone()).unwrap());
+    let core = Core::new(zgc_runtime_core::engine::Engine::Local(Instance::new(artifact.clone()).unwrap()));
     // run_status (OWNED) keeps the 0 the first run gives it: the second run's one input is buf's.
     let sync_run = |input: Input<'_>, status: Option<i8>| {
         let mut instance = core.lock().unwrap();
@@ -465,13 +465,13 @@ fn async_runs_copy_caller_storage_only_while_a_sync_run_has_left_it_bound() {
     let mut lent = zgc_runtime_core::ffi::memory::AlignedBuf::zeroed(8, 64).unwrap();
     lent.as_bytes_mut().copy_from_slice(&[1.0f32, 2.0].iter().flat_map(|v| v.to_ne_bytes()).collect::<Vec<_>>());
     sync_run(Input::Storage { kind: ArrayKind::F32, region: Box::new(lent::Lent(lent)) }, Some(0));
-    queue.submit(0, 0, 0, status_feed(), false, None, &as_sink).map_err(|(e, _)| e).unwrap();
+    queue.submit(0, 0, 0, status_feed(), false, None, None, &as_sink).map_err(|(e, _)| e).unwrap();
     let (done, _) = collect_batches(&rx, 1);
     assert_eq!(f32s(&done[0].1.as_ref().unwrap()[0]), &[3.0]);
     assert_eq!(asks(), 1);
     // Values for it replace it with the runtime's own storage: no copy is asked for after.
     sync_run(Input::Values(Elements::F32(&[4.0, 4.0])), None);
-    queue.submit(1, 0, 0, status_feed(), false, None, &as_sink).map_err(|(e, _)| e).unwrap();
+    queue.submit(1, 0, 0, status_feed(), false, None, None, &as_sink).map_err(|(e, _)| e).unwrap();
     let (done, _) = collect_batches(&rx, 1);
     assert_eq!(f32s(&done[0].1.as_ref().unwrap()[0]), &[8.0]);
     assert_eq!(asks(), 1, "no copy while no caller storage is bound");

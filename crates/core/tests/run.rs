@@ -153,6 +153,7 @@ mod protocol {
     use zgc_runtime_core::dtype::{ArrayKind, ElementsMut};
     use zgc_runtime_core::executor::Core;
     use zgc_runtime_core::ffi::memory::{elements_mut, AlignedBuf};
+    use zgc_runtime_core::engine::Engine;
     use zgc_runtime_core::run::{takes_as_storage, Input, Run};
 
     fn status() -> Arc<Artifact> {
@@ -163,7 +164,7 @@ mod protocol {
     fn storage_is_bound_and_values_are_copied_then_the_run_is_copied_out() {
         let artifact = status();
         let (run_status, buf) = (artifact.source_index("run_status").unwrap(), artifact.source_index("buf").unwrap());
-        let core = Core::new(Instance::new(artifact.clone()).unwrap());
+        let core = Core::new(Engine::Local(Instance::new(artifact.clone()).unwrap()));
         let mut instance = core.lock().unwrap();
         // buf is BOUND: its storage, bound without a copy, then changed in place between runs.
         let mut storage = AlignedBuf::zeroed(8, 64).unwrap();
@@ -186,7 +187,7 @@ mod protocol {
         let mut run = Run::begin(&core, &mut instance);
         assert_eq!(run.input(run_status, Input::Values(Elements::F32(&[0.0]))).unwrap_err().code(), "ERR_ZGC_DTYPE");
         assert_eq!(run.input(buf, Input::Storage { kind: ArrayKind::I8, region: Box::new(AlignedBuf::zeroed(8, 64).unwrap()) }).unwrap_err().code(), "ERR_ZGC_DTYPE");
-        assert_eq!(run.instance().artifact().sources.len(), 4);
+        assert_eq!(run.description().sources.len(), 4);
         run.input(run_status, Input::Values(Elements::I8(&[0]))).unwrap();
         run.run().unwrap().copy(0, ElementsMut::F32(&mut out)).unwrap();
         assert_eq!(out, [7.0]);
@@ -196,7 +197,7 @@ mod protocol {
     fn storage_lent_to_a_run_is_given_back_after_it_whether_it_ran_or_failed() {
         let artifact = status();
         let (run_status, buf) = (artifact.source_index("run_status").unwrap(), artifact.source_index("buf").unwrap());
-        let mut instance = Instance::new(artifact.clone()).unwrap();
+        let mut instance = Engine::Local(Instance::new(artifact.clone()).unwrap());
         instance.set(buf, Elements::F32(&[1.0, 2.0])).unwrap();
         let lent = Arc::new(artifact.lendable_storage(buf, Some(Elements::F32(&[100.0, 200.0]))).unwrap());
         let staged = |status: i8| [artifact.stage_values(run_status, Elements::I8(&[status])).unwrap().into_owned(), artifact.stage_lent(buf, lent.clone()).unwrap()];
@@ -236,7 +237,7 @@ mod protocol {
     fn a_caller_s_region_displaced_off_its_thread_is_handed_back_to_drop_there() {
         let artifact = status();
         let (run_status, buf) = (artifact.source_index("run_status").unwrap(), artifact.source_index("buf").unwrap());
-        let core = Core::new(Instance::new(artifact.clone()).unwrap());
+        let core = Core::new(Engine::Local(Instance::new(artifact.clone()).unwrap()));
         let mut instance = core.lock().unwrap();
         let mut run = Run::begin(&core, &mut instance);
         let mut lent = AlignedBuf::zeroed(8, 64).unwrap();

@@ -232,7 +232,7 @@ fn an_artifact_status_comes_back_with_its_operation_and_source() {
     assert_eq!(wait(&iso, seq, None, None), Outcome::Done);
     let err = iso.answer(seq).unwrap_err();
     assert_eq!(err.code(), "ERR_ZGC_MISSING_BINDING");
-    assert_eq!(err.detail(), Detail { status: Some(8), operation: Some("zgc_runtime_run".into()), source: None });
+    assert_eq!(err.detail(), Detail { status: Some(8), operation: Some("zgc_runtime_run".into()), source: None, fault: None });
     // A status about one source names it: the fixture's bind returns bind_status (5).
     let bind_status = index("bind_status");
     iso.write_input(bind_status, &[5], MARK_VALUES);
@@ -244,7 +244,7 @@ fn an_artifact_status_comes_back_with_its_operation_and_source() {
     assert_eq!(wait(&iso, seq, None, None), Outcome::Done);
     let err = iso.answer(seq).unwrap_err();
     assert_eq!(err.code(), "ERR_ZGC_SIZE_MISMATCH");
-    assert_eq!(err.detail(), Detail { status: Some(5), operation: Some("zgc_runtime_bind_source".into()), source: Some("buf".into()) });
+    assert_eq!(err.detail(), Detail { status: Some(5), operation: Some("zgc_runtime_bind_source".into()), source: Some("buf".into()), fault: None });
     assert_eq!(err.to_string(), "zgc_runtime_bind_source returned SIZE_MISMATCH (status 5) for source \"buf\"");
 }
 

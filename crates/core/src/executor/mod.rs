@@ -9,15 +9,16 @@
 //! perhaps a JavaScript array) goes back with it, to be dropped there.
 
 use crate::error::{Error, Result};
-use crate::instance::{Feed, Instance, OutputData};
+use crate::instance::{Feed, OutputData};
 use crate::offload::{Offload, Policy};
-use crate::run::{Input, Run};
 use crate::stats::Stats;
 use crate::ffi::runtime::{BoundRegion, Temporary};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
+
+mod worker;
 
 pub use crate::lane::Core;
 
@@ -53,6 +54,11 @@ pub struct Job<T> {
     priority: i32,
     feeds: Vec<Feed<'static>>,
     f16_bits: bool,
+    /// Its deadline on an isolated instance (milliseconds).
+    timeout_ms: Option<f64>,
+    /// An isolated run already sent to its process by an inline call (`Queue::resume`): the
+    /// worker waits for it rather than starting one.
+    going: bool,
     /// Copies of caller-owned storage made at the call, for a run that started at once.
     temporary: Option<Vec<Temporary>>,
     submitted: Instant,
@@ -203,9 +209,13 @@ impl<T: Send + 'static> Queue<T> {
         priority: i32,
         feeds: Vec<Feed<'static>>,
         f16_bits: bool,
+        timeout_ms: Option<f64>,
         temporary: Option<Vec<Temporary>>,
         sink: &Arc<dyn Sink<T>>,
     ) -> std::result::Result<(), (Error, T)> {
+        if let Some(failure) = self.all_failed() {
+            return Err((failure, token));
+        }
         let mut st = self.state();
         if st.closed || st.stopped {
             return Err((Error::Closed, token));
@@ -220,7 +230,7 @@ impl<T: Send + 'static> Queue<T> {
             }
         }
         let found_idle = st.jobs.is_empty() && free > 0;
-        let job = Job { token, id, priority, feeds, f16_bits, temporary, submitted: Instant::now(), found_idle };
+        let job = Job { token, id, priority, feeds, f16_bits, timeout_ms, going: false, temporary, submitted: Instant::now(), found_idle };
         // Most runs share one priority: a push at the back, with no search.
         match st.jobs.back() {
             // Compared by method, not operator: its only mutant (the guard always true) is equivalent.
@@ -231,6 +241,33 @@ impl<T: Send + 'static> Queue<T> {
             _ => st.jobs.push_back(job),
         }
         self.shared.waiting.store(st.jobs.len(), Ordering::Release);
+        self.start_workers(&mut st, sink);
+        drop(st);
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// Hands a runtime's worker the isolated run an inline call left going (`Run::run_within`)
+    /// to wait for, ahead of anything queued (nothing was: the call ran inline). `Err` gives
+    /// the token back once the queue is closed.
+    pub fn resume(self: &Arc<Self>, token: T, id: u64, f16_bits: bool, sink: &Arc<dyn Sink<T>>) -> std::result::Result<(), (Error, T)> {
+        let mut st = self.state();
+        if st.closed {
+            return Err((Error::Closed, token));
+        }
+        if let Some(core) = self.lanes.first().and_then(Weak::upgrade) {
+            core.pending.fetch_add(1, Ordering::AcqRel);
+        }
+        let job = Job { token, id, priority: i32::MAX, feeds: Vec::new(), f16_bits, timeout_ms: None, going: true, temporary: None, submitted: Instant::now(), found_idle: false };
+        st.jobs.push_front(job);
+        self.shared.waiting.store(st.jobs.len(), Ordering::Release);
+        self.start_workers(&mut st, sink);
+        drop(st);
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    fn start_workers(self: &Arc<Self>, st: &mut State<T>, sink: &Arc<dyn Sink<T>>) {
         if !st.started {
             st.started = true;
             for lane in 0..self.lanes.len() {
@@ -245,15 +282,41 @@ impl<T: Send + 'static> Queue<T> {
                 }
             }
         }
-        drop(st);
-        self.wake.notify_one();
-        Ok(())
+    }
+
+    /// Every instance was given up (isolated ones that would not start again): the first's error.
+    fn all_failed(&self) -> Option<Error> {
+        let mut first = None;
+        for lane in &self.lanes {
+            match lane.upgrade().and_then(|core| core.failure()) {
+                Some(e) => {
+                    first.get_or_insert(e);
+                }
+                None => return None,
+            }
+        }
+        first
+    }
+
+    /// Aborts run `id` if it is running (an isolated instance's process is killed for it);
+    /// whether it was.
+    pub fn abort_running(&self, id: u64) -> bool {
+        if id == 0 {
+            return false;
+        }
+        // A run an inline call left going waits here for its worker, and runs meanwhile.
+        let going = self.state().jobs.iter().any(|j| j.id == id && j.going);
+        if going {
+            return self.lanes.first().and_then(Weak::upgrade).is_some_and(|core| core.abort(id, true));
+        }
+        self.lanes.iter().filter_map(Weak::upgrade).any(|core| core.abort(id, false))
     }
 
     /// Takes back a run that has not started; `None` once it has (or never was here).
     pub fn cancel(&self, id: u64) -> Option<Job<T>> {
         let mut st = self.state();
-        let at = st.jobs.iter().position(|j| j.id == id)?;
+        // A run left going is running: only an abort stops it.
+        let at = st.jobs.iter().position(|j| j.id == id && !j.going)?;
         let job = st.jobs.remove(at);
         self.shared.waiting.store(st.jobs.len(), Ordering::Release);
         drop(st);
@@ -308,130 +371,6 @@ impl<T: Send + 'static> Queue<T> {
         let starting = st.jobs.len().min(free);
         Figures { in_flight: st.running + starting, waiting: st.jobs.len() - starting }
     }
-
-    /// One worker: runs jobs for the instance of `lane` until the queue is closed and empty.
-    fn work(self: Arc<Self>, lane: usize, sink: Arc<dyn Sink<T>>) {
-        let mut batch = Batch::default();
-        let mut first_done: Option<Instant> = None;
-        let mut spun = false;
-        let mut st = self.state();
-        loop {
-            let Some(job) = st.jobs.pop_front() else {
-                if !batch.done.is_empty() {
-                    // Nothing left to run: hand over what is finished before sleeping.
-                    drop(st);
-                    hand_over(&*sink, std::mem::take(&mut batch));
-                    first_done = None;
-                    st = self.state();
-                    continue;
-                }
-                if st.closed {
-                    break;
-                }
-                if !spun {
-                    // Waking a sleeping thread costs tens of microseconds on a virtual
-                    // machine; the next run of a stream usually comes sooner, so watch for it
-                    // first (yielding, so that a busy JavaScript thread loses nothing).
-                    drop(st);
-                    self.spin_for_work();
-                    spun = true;
-                    st = self.state();
-                    continue;
-                }
-                spun = false;
-                st = self.wake.wait(st).unwrap_or_else(|p| p.into_inner());
-                continue;
-            };
-            st.running += 1;
-            spun = false;
-            self.shared.waiting.store(st.jobs.len(), Ordering::Release);
-            // Taken under the lock, so that the pins of a closed queue go only once every run
-            // it kept holds its instance; the last reference then ends on the JavaScript
-            // thread, with the run's `Done`.
-            let core = self.lanes[lane].upgrade();
-            if st.jobs.is_empty() {
-                batch.pinned.append(&mut st.pinned);
-            }
-            drop(st);
-
-            let done = self.run(core, job, &*sink, &mut batch.displaced);
-            // No longer in flight before anyone can see its answer: a caller that has awaited
-            // every run then reads in flight 0 (the worker did this after handing over, and a
-            // quick reader saw 1). The lock is kept for the next job unless a batch goes now.
-            st = self.state();
-            st.running -= 1;
-            first_done.get_or_insert_with(Instant::now);
-            // A run as long as the batch time goes at once: the next may be as long, and the
-            // finished ones would wait for it.
-            let long = done.compute >= BATCH_TIME;
-            batch.done.push(done);
-            if long || batch.done.len() >= BATCH_RUNS || first_done.is_some_and(|t| t.elapsed() >= BATCH_TIME) {
-                drop(st);
-                hand_over(&*sink, std::mem::take(&mut batch));
-                first_done = None;
-                st = self.state();
-            }
-        }
-        drop(st);
-        sink.worker_exit(lane);
-    }
-
-    /// Watches for a queued run for up to `SPIN` before the worker sleeps (the caller then looks
-    /// at the queue again, and sleeps if it is still empty).
-    fn spin_for_work(&self) {
-        let until = Instant::now() + SPIN;
-        let mut turns = 0u32;
-        while self.shared.waiting.load(Ordering::Acquire) == 0 && !self.closing.load(Ordering::Acquire) && Instant::now() < until {
-            turns = turns.wrapping_add(1);
-            if turns.is_multiple_of(64) {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-        }
-    }
-
-    fn run(&self, core: Option<Arc<Core>>, job: Job<T>, sink: &dyn Sink<T>, displaced: &mut Vec<Box<dyn BoundRegion>>) -> Done<T> {
-        let started = Instant::now();
-        let queue_wait = started.saturating_duration_since(job.submitted);
-        let result = match &core {
-            None => Err(Error::Closed),
-            Some(core) => {
-                if self.owner == Owner::Pool {
-                    core.pending.fetch_add(1, Ordering::AcqRel);
-                }
-                let temporary = match job.temporary {
-                    Some(copies) => Ok(copies),
-                    None if core.caller_storage.load(Ordering::Acquire) => sink.snapshot(core).unwrap_or(Err(Error::Closed)),
-                    None => Ok(Vec::new()),
-                };
-                temporary.and_then(|temporary| {
-                    let mut instance = core.lock_wait();
-                    run_staged(&mut instance, job.feeds, &temporary, job.f16_bits, displaced)
-                })
-            }
-        };
-        Done { token: job.token, result, core, queue_wait, compute: started.elapsed(), submitted: job.submitted, found_idle: job.found_idle }
-    }
-}
-
-/// Applies staged inputs, runs with `temporary` standing in for caller-owned storage, and
-/// copies the outputs out. Displaced regions are kept for the caller's thread.
-/// Storage lent for the run (`Feed::Lend`) is bound for it alone: the instance's own binding
-/// comes back after it, whether the run succeeded or not.
-fn run_staged(instance: &mut Instance, feeds: Vec<Feed<'static>>, temporary: &[Temporary], f16_bits: bool, displaced: &mut Vec<Box<dyn BoundRegion>>) -> Result<Vec<OutputData>> {
-    let mut run = Run::off_thread(instance, displaced);
-    for feed in feeds {
-        run.input(feed.index(), Input::Staged(feed))?;
-    }
-    run.run_detached(temporary)?.read(f16_bits)
-}
-
-fn hand_over<T: 'static>(sink: &dyn Sink<T>, batch: Batch<T>) {
-    if let Err(batch) = sink.deliver(batch) {
-        // The caller's thread is gone: what the runs hold may include its references.
-        std::mem::forget(batch);
-    }
 }
 
 #[cfg(test)]
@@ -480,7 +419,7 @@ mod tests {
         let sink: Arc<dyn Sink<u32>> = watching.clone();
         queue.state().started = true; // no worker yet: the whole batch waits first
         for token in 0..BATCH_RUNS as u32 {
-            queue.submit(token, token as u64, 0, Vec::new(), false, None, &sink).map_err(|(e, _)| e).unwrap();
+            queue.submit(token, token as u64, 0, Vec::new(), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
         }
         queue.state().workers = 1;
         let worker = {
@@ -509,14 +448,14 @@ mod tests {
         queue.state().started = true;
         let sink: Arc<dyn Sink<u32>> = Arc::new(NoSink);
         let idle = |queue: &Arc<Queue<u32>>, token| {
-            queue.submit(token, 0, 0, Vec::new(), false, None, &sink).map_err(|(e, _)| e).unwrap();
+            queue.submit(token, 0, 0, Vec::new(), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
             queue.state().jobs.pop_back().unwrap().found_idle
         };
         assert!(idle(&queue, 1), "empty queue, free instance");
         queue.state().running = 1;
         assert!(!idle(&queue, 2), "empty queue, but the only instance is busy");
         queue.state().running = 0;
-        queue.submit(3, 0, 0, Vec::new(), false, None, &sink).map_err(|(e, _)| e).unwrap();
+        queue.submit(3, 0, 0, Vec::new(), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
         assert!(!idle(&queue, 4), "a free instance, but a run is waiting ahead");
     }
 
@@ -527,7 +466,7 @@ mod tests {
         queue.state().started = true;
         let sink: Arc<dyn Sink<u32>> = Arc::new(NoSink);
         for (token, priority) in [(1, 0), (2, 0), (3, 5), (4, -1), (5, 5), (6, 0), (7, 9), (8, -1)] {
-            queue.submit(token, 0, priority, Vec::new(), false, None, &sink).map_err(|(e, _)| e).unwrap();
+            queue.submit(token, 0, priority, Vec::new(), false, None, None, &sink).map_err(|(e, _)| e).unwrap();
         }
         let order: Vec<u32> = queue.state().jobs.iter().map(|j| j.token).collect();
         assert_eq!(order, vec![7, 3, 5, 1, 2, 6, 4, 8]);

@@ -60,6 +60,39 @@ pub struct Temporary {
     copy: AlignedBuf,
 }
 
+impl Temporary {
+    /// The source slot it stands in for.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        self.copy.as_bytes()
+    }
+}
+
+/// On the caller's thread: a copy of every caller-owned region of `regions` (by source slot).
+/// `Err(Ok(slot))`: the region in `slot` is gone; `Err(Err(bytes))`: no memory for a copy.
+pub fn snapshot_regions(regions: &mut [Option<Box<dyn BoundRegion>>], keys: &[u32], alignment: usize) -> std::result::Result<Vec<Temporary>, std::result::Result<usize, usize>> {
+    let mut copies = Vec::new();
+    for (slot, region) in regions.iter_mut().enumerate() {
+        let Some(region) = region else { continue };
+        if !region.caller_owned() {
+            continue;
+        }
+        if !region.is_live() {
+            return Err(Ok(slot));
+        }
+        let mut copy = AlignedBuf::zeroed(region.byte_len(), alignment).ok_or(Err(region.byte_len()))?;
+        // SAFETY: on the caller's thread (the caller's contract), with `is_live` just true, the
+        // region is readable for `byte_len` bytes, and no JavaScript runs during the copy.
+        let bytes = unsafe { std::slice::from_raw_parts(region.as_ptr().cast_const(), region.byte_len()) };
+        copy.as_bytes_mut().copy_from_slice(bytes);
+        copies.push(Temporary { slot, key: keys[slot], copy });
+    }
+    Ok(copies)
+}
+
 // SAFETY: an `AlignedBuf` owns its allocation until it is dropped, and never moves it.
 unsafe impl BoundRegion for AlignedBuf {
     fn as_ptr(&self) -> *mut u8 {
@@ -154,23 +187,7 @@ impl LiveRuntime {
     /// On the caller's thread: a copy of every caller-owned region. `Err(Ok(slot))`: the region
     /// in `slot` is gone; `Err(Err(bytes))`: no memory for a copy.
     pub fn snapshot_caller_owned(&mut self, keys: &[u32], alignment: usize) -> std::result::Result<Vec<Temporary>, std::result::Result<usize, usize>> {
-        let mut copies = Vec::new();
-        for (slot, region) in self.bound.iter_mut().enumerate() {
-            let Some(region) = region else { continue };
-            if !region.caller_owned() {
-                continue;
-            }
-            if !region.is_live() {
-                return Err(Ok(slot));
-            }
-            let mut copy = AlignedBuf::zeroed(region.byte_len(), alignment).ok_or(Err(region.byte_len()))?;
-            // SAFETY: on the caller's thread (the caller's contract), with `is_live` just true, the
-            // region is readable for `byte_len` bytes, and no JavaScript runs during the copy.
-            let bytes = unsafe { std::slice::from_raw_parts(region.as_ptr().cast_const(), region.byte_len()) };
-            copy.as_bytes_mut().copy_from_slice(bytes);
-            copies.push(Temporary { slot, key: keys[slot], copy });
-        }
-        Ok(copies)
+        snapshot_regions(&mut self.bound, keys, alignment)
     }
 
     /// Runs with each `Temporary` bound in place of its caller-owned region, then binds the

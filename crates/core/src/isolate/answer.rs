@@ -69,6 +69,7 @@ pub fn read(region: &SharedRegion, at: usize) -> Result<()> {
         status: (region.word(at + F_HAS_STATUS).load(Ordering::Relaxed) == 1).then(|| region.word(at + F_ERR_STATUS).load(Ordering::Relaxed) as i32),
         operation: named(F_MSG + msg_len, op_len),
         source: named(F_MSG + msg_len + op_len, src_len),
+        fault: None,
     };
     Err(Error::Remote { code: Error::known_code(&text(F_CODE, code_len)), message: text(F_MSG, msg_len), detail })
 }
@@ -103,7 +104,7 @@ mod tests {
         assert_eq!((back.code(), back.to_string(), back.detail()), (e.code(), e.to_string(), e.detail()));
         // A status of -3 (no name) crosses as the same integer; no source, none comes back.
         let e = crate::error::check(-3, "zgc_runtime_run", String::new).unwrap_err();
-        assert_eq!(round_trip(e.clone()).detail(), Detail { status: Some(-3), operation: Some("zgc_runtime_run".into()), source: None });
+        assert_eq!(round_trip(e.clone()).detail(), Detail { status: Some(-3), operation: Some("zgc_runtime_run".into()), source: None, fault: None });
         assert_eq!(round_trip(Error::Closed).detail(), Detail::default());
     }
 

@@ -1,6 +1,7 @@
 //! Process-isolated instances: the artifact runs in a host child process (`zgc-runtime-host`,
-//! `host.rs`), its tensors cross through a region both processes map, and its death fails
-//! only the run it was executing (`child.rs`, the parent's side).
+//! its loop in `crate::host`), its tensors cross through a region both processes map, and its
+//! death fails only the run it was executing (`child.rs`, the parent's side; `instance.rs`,
+//! the instance as the engine drives it).
 //!
 //! The region (`Layout`): a control page (sequence words, sleep flags), the storage slot of
 //! each BOUND source (what `storage()` hands out), then `frames` frames. A frame holds one
@@ -13,11 +14,11 @@
 //! done, so a stray byte costs one wake-up.
 
 #[cfg(target_os = "linux")]
-mod answer;
+pub(crate) mod answer;
 #[cfg(target_os = "linux")]
 pub mod child;
 #[cfg(target_os = "linux")]
-pub mod host;
+pub mod instance;
 
 use crate::abi::{Binding, DType, Kind};
 use crate::error::{Error, Result};

@@ -1,8 +1,12 @@
-//! The host child: loads one artifact (the same validation as in-process), reports its
-//! signature, maps the region the parent sends, then serves commands until the parent goes.
+//! The host child of an isolated instance: loads one artifact (the same validation as
+//! in-process), reports its signature, maps the region the parent sends (`isolate`), then
+//! serves commands through the run protocol until the parent goes.
 
-use super::*;
+use crate::abi::DType;
+use crate::error::{Error, Result};
+use crate::isolate::*;
 use crate::dtype::{Elements, ElementsMut};
+use crate::engine::Engine;
 use crate::instance::Instance;
 use crate::run::{Input, Outputs, Run};
 use crate::ffi::memory::{elements, elements_mut};
@@ -69,7 +73,7 @@ pub fn main(args: &[String]) -> i32 {
         Ok(l) if l.len == region.len() => l,
         _ => return 76,
     };
-    Host { region: Arc::new(region), layout, instance, channel }.serve();
+    Host { region: Arc::new(region), layout, artifact, engine: Engine::Local(instance), channel }.serve();
     0
 }
 
@@ -82,7 +86,8 @@ fn send_framed(channel: &Channel, payload: &[u8]) -> std::io::Result<()> {
 struct Host {
     region: Arc<SharedRegion>,
     layout: Layout,
-    instance: Instance,
+    artifact: Arc<Artifact>,
+    engine: Engine,
     channel: Channel,
 }
 
@@ -127,16 +132,16 @@ impl Host {
     }
 
     fn answer(&self, at: usize, outcome: Result<()>) {
-        super::answer::write(&self.region, at, &outcome);
+        crate::isolate::answer::write(&self.region, at, &outcome);
     }
 
     fn execute(&mut self, frame: usize, cmd: u32, arg: u32) -> Result<()> {
         match cmd {
             RUN | SET => {
-                let artifact = self.instance.artifact().clone();
+                let artifact = self.artifact.clone();
                 let marks = self.take_marks(frame);
                 let frame = &self.layout.frames[frame];
-                let mut run = Run::owned(&mut self.instance);
+                let mut run = Run::owned(&mut self.engine);
                 apply_marks(&self.region, frame, &artifact, &marks, &mut run)?;
                 if cmd == SET {
                     return Ok(());
@@ -145,11 +150,11 @@ impl Host {
             }
             STORAGE => {
                 let index = arg as usize;
-                let artifact = self.instance.artifact().clone();
+                let artifact = self.artifact.clone();
                 let source = artifact.sources.get(index).ok_or(Error::Value { name: format!("#{index}"), detail: "no such source".into() })?;
                 let (at, len) = self.layout.storage[index];
                 let slot = RegionSlot::new(self.region.clone(), at, len);
-                self.instance.bind(index, crate::dtype::storage_kind(source.tensor.dtype), Box::new(slot))
+                self.engine.local().expect("a host's instance is its own").bind(index, crate::dtype::storage_kind(source.tensor.dtype), Box::new(slot))
             }
             other => Err(Error::Value { name: "command".into(), detail: format!("unknown command {other}") }),
         }
@@ -159,7 +164,7 @@ impl Host {
     /// cleared, whatever the command then makes of them.
     fn take_marks(&self, frame: usize) -> Vec<u32> {
         let frame = &self.layout.frames[frame];
-        (0..self.instance.artifact().sources.len()).map(|index| self.region.word(frame.mark(index)).swap(MARK_NONE, Ordering::AcqRel)).collect()
+        (0..self.artifact.sources.len()).map(|index| self.region.word(frame.mark(index)).swap(MARK_NONE, Ordering::AcqRel)).collect()
     }
 }
 
