@@ -12,6 +12,8 @@ const { Sequence, Holders, lends } = require('./sequence');
 
 // Stryker disable next-line StringLiteral: the fallback of hosts before Symbol.asyncDispose (Node < 20.4), none of which we test on
 const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
+/** What a pool's inline run gives when it went to an isolated instance and is still going. */
+const GOING = Symbol('going');
 /** Set by Pool's static block: an in-process pool's inline run (see `runNow`). */
 let poolRunNow;
 /** Set by Pool's static block: `run` with its times (see `runTimed`). */
@@ -88,19 +90,29 @@ class Pool {
   }
 
   static {
-    poolRunNow = (pool, inputs) => pool.#runNow(inputs);
+    poolRunNow = (pool, inputs) => pool.#runNow(inputs, false);
     poolRunTimed = (pool, inputs, options, timing) => pool.#run(inputs, options, timing);
   }
 
-  /** Throws as run() rejects; undefined when the run cannot go inline now. */
-  #runNow(inputs) {
+  /**
+   * Throws as run() rejects; undefined when the run cannot go inline now, GOING when it went
+   * to an isolated instance and is still going (its worker waits for it: `#going`). Only
+   * `run` takes that: `runNow` (serve's) leaves an isolated pool's runs to it.
+   */
+  #runNow(inputs, mayGo = true, timeoutMs = undefined) {
     if (this.#closed) throw new ZgcError('ERR_ZGC_CLOSED', 'pool is closed');
-    if (!this.#inline) return undefined;
-    const ran = runInline(this.#runtimes[0], inputs, this.#inlineHandle);
+    if (!this.#inline || (!mayGo && this.#opened.isolated)) return undefined;
+    const ran = runInline(this.#runtimes[0], inputs, this.#inlineHandle, timeoutMs);
     if (ran === undefined) return undefined;
     if (ran.leave) this.#inline = false;
-    return ran.tensors;
+    return ran.going ? GOING : ran.tensors;
   }
+
+  /** The queue of an isolated run an inline call left going: its worker waits for it. */
+  #going = {
+    submit: (staged, f16Bits, id) => this.#native.resume(f16Bits, id),
+    cancel: (id, reason) => this.#native.cancel(id, reason),
+  };
 
   /** Runs once on a free instance. Inputs are copied now, as with `runAsync`. */
   run(inputs, options) {
@@ -119,7 +131,11 @@ class Pool {
       if (signal && signal.aborted) throw signal.reason;
       // Inline only while nothing waits: no run is overtaken, whatever its priority.
       const started = timing === undefined ? 0 : performance.now();
-      const now = this.#runNow(inputs);
+      const now = this.#runNow(inputs, true, timeoutMs);
+      const after = () => {
+        this.#inline = this.#native.inline;
+      };
+      if (now === GOING) return submit(this.#runtimes[0], this.#going, null, this.#f16Bits, signal, after, priority, timing);
       if (now !== undefined) {
         if (timing !== undefined) {
           timing.queueWaitMs = 0;

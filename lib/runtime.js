@@ -216,15 +216,15 @@ class Runtime {
     this.#open();
     const into = options === undefined || options === null ? undefined : this.#checkInto(options);
     const n = this.#fill(inputs, into);
-    const timeoutMs = options === undefined || options === null ? undefined : options.timeoutMs;
     try {
-      if (timeoutMs !== undefined) this.#native.setRunTimeout(positive('option timeoutMs', timeoutMs));
+      // This run's deadline (isolated), taken once by the run.
+      if (options !== undefined && options !== null && options.timeoutMs !== undefined) this.#native.setRunTimeout(positive('option timeoutMs', options.timeoutMs));
       this.#call(this.#args);
     } catch (err) {
       this.#release(n);
+      // A deadline set for a run that never started is not the next one's.
+      if (this.#opened.isolated) this.#native.setRunTimeout(undefined);
       throw fromNative(err);
-    } finally {
-      if (timeoutMs !== undefined) this.#native.setRunTimeout(undefined);
     }
     return this.#collect(n, into);
   }
@@ -284,19 +284,22 @@ class Runtime {
    * @internal An async run done inline: the Tensors, or undefined when it must queue instead
    * (runs are pending, and it must not overtake them). `handle` counts it in a pool's queue.
    */
-  #runInline(inputs, handle) {
+  #runInline(inputs, handle, timeoutMs) {
     this.#open();
     const n = this.#fill(inputs, undefined);
     const args = this.#args;
     args[0] = handle;
     let code;
     try {
+      // An isolated run's deadline, kept if it is left going.
+      if (timeoutMs !== undefined) this.#native.setRunTimeout(timeoutMs);
       code = this.#callInline(args);
     } catch (err) {
       this.#release(n);
       throw fromNative(err);
     } finally {
       args[0] = this.#handle;
+      if (timeoutMs !== undefined) this.#native.setRunTimeout(undefined);
     }
     if (code === INLINE_NOT_RUN) {
       this.#release(n);
@@ -310,7 +313,7 @@ class Runtime {
   }
 
   static {
-    runInline = (rt, inputs, handle) => rt.#runInline(inputs, handle);
+    runInline = (rt, inputs, handle, timeoutMs) => rt.#runInline(inputs, handle, timeoutMs);
     handleOf = (rt) => rt.#handle;
     tensorsOf = (rt, arrays) => rt.#tensors(arrays);
     faultsOf = (rt) => rt.#native.faults();
@@ -367,13 +370,7 @@ class Runtime {
         this.#inline = this.#native.inline;
       };
       if (this.#inline) {
-        if (timeoutMs !== undefined) this.#native.setRunTimeout(timeoutMs);
-        let ran;
-        try {
-          ran = this.#runInline(inputs, this.#handle);
-        } finally {
-          if (timeoutMs !== undefined) this.#native.setRunTimeout(undefined);
-        }
+        const ran = this.#runInline(inputs, this.#handle, timeoutMs);
         if (ran !== undefined) {
           if (ran.leave) this.#inline = false;
           // An isolated run longer than a short wait: its worker waits for it.

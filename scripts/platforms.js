@@ -34,13 +34,14 @@ const SPECS = [
   'pool/pool.spec.js',
   'runtime/lifetime.spec.js',
   'isolate/isolate.spec.js',
+  'isolate/engine.spec.js',
   'isolate/processes.spec.js',
   'platform/smoke.spec.js',
   'batch/batcher.spec.js',
   'pool/sequence.spec.js',
 ];
 /** Isolation runs on Linux only; elsewhere platform-smoke checks that it is refused. */
-const LINUX_ONLY = new Set(['isolate/isolate.spec.js', 'isolate/processes.spec.js']);
+const LINUX_ONLY = new Set(['isolate/isolate.spec.js', 'isolate/engine.spec.js', 'isolate/processes.spec.js']);
 const specsFor = (platform, specs) => specs.filter((s) => isolates(platform) || !LINUX_ONLY.has(s));
 
 /**

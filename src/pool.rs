@@ -42,10 +42,6 @@ impl NativePool {
                 .map(|h| js_fast::handle_target(env.raw(), h.raw()).map(|t| t.core.clone()).ok_or_else(|| js_err(Error::Value { name: "pool".into(), detail: "not a runtime handle".into() })))
                 .collect::<napi::Result<Vec<_>, Code>>()?;
             let first = cores.first().cloned().unwrap_or_default();
-            // A pool of isolated instances runs every run on its workers (a run left going by an
-            // inline call would need the worker of that one instance).
-            let isolated = first.upgrade().is_some_and(|c| c.isolated());
-            let mode = if isolated { zgc::offload::Offload::Always } else { mode };
             let max_queue = if max_queue.is_finite() { max_queue.max(0.0) as usize } else { usize::MAX };
             Ok(NativePool { lanes: Lanes::new(cores, Owner::Pool, max_queue, mode), first })
         })()
@@ -57,6 +53,16 @@ impl NativePool {
         (|| {
             let promise = self.lanes.submit(env.raw(), staged.feeds.take(), f16_bits, id as u64, priority, timeout_ms, None)?;
             Ok(unknown(env, promise))
+        })()
+        .map_err(thrown(env))
+    }
+
+    /// The promise of the isolated run an inline call left going on the first instance (the
+    /// one inline runs use): its worker waits for it. `id` lets `cancel` abort it.
+    #[napi]
+    pub fn resume<'env>(&self, env: &'env Env, f16_bits: bool, id: f64) -> Result<Unknown<'env>, Thrown> {
+        (|| {
+            Ok(unknown(env, self.lanes.resume(env.raw(), f16_bits, id as u64, 0)?))
         })()
         .map_err(thrown(env))
     }

@@ -102,9 +102,10 @@ impl Lanes {
         self.promise(env, |queue, deferred, sink| queue.submit(deferred, id, priority, feeds, f16_bits, timeout_ms, temporary, sink))
     }
 
-    /// The promise of the isolated run an inline call left going (see `Queue::resume`).
-    pub fn resume(self: &Rc<Self>, env: sys::napi_env, f16_bits: bool, id: u64) -> napi::Result<sys::napi_value, Code> {
-        self.promise(env, |queue, deferred, sink| queue.resume(deferred, id, f16_bits, sink))
+    /// The promise of the isolated run an inline call left going on `lane` (see
+    /// `Queue::resume`).
+    pub fn resume(self: &Rc<Self>, env: sys::napi_env, f16_bits: bool, id: u64, lane: usize) -> napi::Result<sys::napi_value, Code> {
+        self.promise(env, |queue, deferred, sink| queue.resume(deferred, id, f16_bits, lane, sink))
     }
 
     /// A promise that `hand` gives the queue to settle: kept count of (and the event loop alive

@@ -400,7 +400,7 @@ impl NativeRuntime {
     #[napi]
     pub fn resume<'env>(&self, env: &'env Env, f16_bits: bool, id: f64) -> Result<Unknown<'env>, Thrown> {
         (|| {
-            let promise = self.lanes.resume(env.raw(), f16_bits, id as u64)?;
+            let promise = self.lanes.resume(env.raw(), f16_bits, id as u64, 0)?;
             Ok(unknown(env, promise))
         })()
         .map_err(thrown(env))

@@ -278,50 +278,6 @@ describe('a fault fails one run, and the instance comes back (issue 26)', () => 
   });
 });
 
-describe('isolated instances run on the one engine (issue 47)', () => {
-  test("a short async run is answered on the calling thread; a longer one by the instance's worker, the call returning at once", async () => {
-    const hold = holdFile();
-    const rt = load(fixture('faulty'), { ...ISO, offload: 'never' });
-    for (let i = 0; i < 20; i++) expect(Array.from((await rt.runAsync({ x, mode: 0, id: i }))[0].data)).toEqual(expected(x));
-    expect(rt.stats()).toMatchObject({ completed: 20, inline: 20, offloaded: 0 });
-    // Held in the child until released: were the call waiting for it, this test could never
-    // release it.
-    const held = rt.runAsync({ x, mode: 7, id: 100 });
-    expect(rt.stats().inFlight).toBe(1);
-    expect(() => rt.set('x', x)).toThrow(expect.objectContaining({ code: 'ERR_ZGC_BUSY' }));
-    hold.release();
-    expect(Array.from((await held)[0].data)).toEqual(expected(x));
-    expect(rt.stats()).toMatchObject({ completed: 21, inline: 20, offloaded: 1, inFlight: 0 });
-    // The instance takes the next inline run as before.
-    expect(Array.from((await rt.runAsync({ x, mode: 0, id: 101 }))[0].data)).toEqual(expected(x));
-    rt.close();
-  });
-
-  test('a run left going keeps its deadline and its abort', async () => {
-    const rt = load(fixture('faulty'), { ...ISO, offload: 'never' });
-    await expect(rt.runAsync({ x, mode: 4, id: 1 }, { timeoutMs: 100 })).rejects.toMatchObject({ code: 'ERR_ZGC_TIMEOUT', timeoutMs: 100 });
-    const controller = new AbortController();
-    const hung = rt.runAsync({ x, mode: 4, id: 2 }, { signal: controller.signal });
-    controller.abort(new Error('enough'));
-    await expect(hung).rejects.toThrow('enough');
-    expect(rt.stats()).toMatchObject({ timeouts: 1, aborts: 1, restarts: 2, alive: 1 });
-    expect(Array.from((await rt.runAsync({ x, mode: 0, id: 3 }))[0].data)).toEqual(expected(x));
-    rt.close();
-  });
-
-  test("a pool's stats add each instance's faults and pid; a closed one's are kept, without pids", async () => {
-    const pool = createPool(fixture('faulty'), { ...ISO, size: 2 });
-    const pids = pool.stats().pids;
-    expect(pids).toHaveLength(2);
-    for (const pid of pids) expect(alive(pid)).toBe(true);
-    await expect(pool.run({ x, mode: 1, id: 1 })).rejects.toMatchObject({ code: 'ERR_ZGC_INSTANCE_CRASHED' });
-    expect(pool.stats()).toMatchObject({ crashes: 1, restarts: 1, alive: 2, failed: 1, offload: 'process' });
-    await pool.close();
-    expect(pool.stats()).toMatchObject({ crashes: 1, restarts: 1, alive: 0, pids: [null, null] });
-    expect(pool.runtimes.map((rt) => rt.pid)).toEqual([undefined, undefined]);
-  });
-});
-
 describe('a pool under faults (issue 26)', () => {
   test('10,000 runs, one in 50 crashing: every other answer right, each crash its own run, none executed twice, nothing left after close', async () => {
     const log = tempLog();

@@ -91,23 +91,8 @@ impl<'a> Run<'a> {
     pub fn input(&mut self, index: usize, input: Input<'_>) -> Result<()> {
         debug_assert!(!matches!(&input, Input::Staged(feed) if feed.index() != index));
         #[cfg(target_os = "linux")]
-        if let Some(isolated) = self.engine.isolated() {
-            // Into the command's frame; the child applies them as this run starts.
-            self.written = true;
-            return match input {
-                Input::Storage { kind, region } => {
-                    let copy = crate::ffi::runtime::snapshot_regions(&mut [Some(region)], &[0], crate::instance::PACKED_ALIGNMENT);
-                    let name = || isolated.description().sources[index].name.clone();
-                    match copy {
-                        Ok(copies) if copies.len() == 1 => isolated.input_storage(index, kind, copies[0].bytes()),
-                        Ok(_) => Err(crate::error::Error::Value { name: name(), detail: "storage that is not the caller's".into() }),
-                        Err(_) => Err(crate::error::Error::Detached { name: name() }),
-                    }
-                }
-                Input::Values(values) => isolated.input_values(index, values),
-                Input::StorageCopy(values) => isolated.input_storage(index, values.kind(), values.bytes()),
-                Input::Staged(feed) => isolated.input_feed(feed),
-            };
+        if let Engine::Isolated(_) = self.engine {
+            return self.input_isolated(index, input);
         }
         match input {
             Input::Storage { kind, region } => {
@@ -139,6 +124,29 @@ impl<'a> Run<'a> {
             }
         }
         Ok(())
+    }
+
+    /// An isolated instance's input: into its next command's frame; the child applies it as
+    /// the run starts. Out of line: the in-process path is every tiny run's.
+    #[cfg(target_os = "linux")]
+    #[inline(never)]
+    fn input_isolated(&mut self, index: usize, input: Input<'_>) -> Result<()> {
+        let Some(isolated) = self.engine.isolated() else { unreachable!("called for an isolated engine") };
+        self.written = true;
+        match input {
+            Input::Storage { kind, region } => {
+                let copy = crate::ffi::runtime::snapshot_regions(&mut [Some(region)], &[0], crate::instance::PACKED_ALIGNMENT);
+                let name = || isolated.description().sources[index].name.clone();
+                match copy {
+                    Ok(copies) if copies.len() == 1 => isolated.input_storage(index, kind, copies[0].bytes()),
+                    Ok(_) => Err(crate::error::Error::Value { name: name(), detail: "storage that is not the caller's".into() }),
+                    Err(_) => Err(crate::error::Error::Detached { name: name() }),
+                }
+            }
+            Input::Values(values) => isolated.input_values(index, values),
+            Input::StorageCopy(values) => isolated.input_storage(index, values.kind(), values.bytes()),
+            Input::Staged(feed) => isolated.input_feed(feed),
+        }
     }
 
     /// Runs; the outputs are then copied out of what it returns.

@@ -56,9 +56,9 @@ pub struct Job<T> {
     f16_bits: bool,
     /// Its deadline on an isolated instance (milliseconds).
     timeout_ms: Option<f64>,
-    /// An isolated run already sent to its process by an inline call (`Queue::resume`): the
-    /// worker waits for it rather than starting one.
-    going: bool,
+    /// An isolated run already sent to the process of lane `going` by an inline call
+    /// (`Queue::resume`): that lane's worker waits for it rather than starting one.
+    going: Option<usize>,
     /// Copies of caller-owned storage made at the call, for a run that started at once.
     temporary: Option<Vec<Temporary>>,
     submitted: Instant,
@@ -154,6 +154,8 @@ struct State<T> {
     /// The instances, held by the queue after `close` while runs it reported in flight have
     /// not been taken by a worker: a run the owner accepted as starting must still find them.
     pinned: Vec<Arc<Core>>,
+    /// Runs left going waiting for their lane's worker (only it may take them).
+    going: usize,
 }
 
 pub struct Queue<T> {
@@ -180,7 +182,7 @@ impl<T: Send + 'static> Queue<T> {
     /// runs wait for a busy instance; a run that finds one free never counts against it.
     pub fn new(lanes: Vec<Weak<Core>>, owner: Owner, max_queue: usize, mode: Offload) -> Arc<Queue<T>> {
         Arc::new(Queue {
-            state: Mutex::new(State { jobs: VecDeque::new(), running: 0, stopped: false, closed: false, started: false, workers: 0, pinned: Vec::new() }),
+            state: Mutex::new(State { jobs: VecDeque::new(), running: 0, stopped: false, closed: false, started: false, workers: 0, pinned: Vec::new(), going: 0 }),
             wake: Condvar::new(),
             lanes,
             owner,
@@ -230,7 +232,7 @@ impl<T: Send + 'static> Queue<T> {
             }
         }
         let found_idle = st.jobs.is_empty() && free > 0;
-        let job = Job { token, id, priority, feeds, f16_bits, timeout_ms, going: false, temporary, submitted: Instant::now(), found_idle };
+        let job = Job { token, id, priority, feeds, f16_bits, timeout_ms, going: None, temporary, submitted: Instant::now(), found_idle };
         // Most runs share one priority: a push at the back, with no search.
         match st.jobs.back() {
             // Compared by method, not operator: its only mutant (the guard always true) is equivalent.
@@ -247,24 +249,40 @@ impl<T: Send + 'static> Queue<T> {
         Ok(())
     }
 
-    /// Hands a runtime's worker the isolated run an inline call left going (`Run::run_within`)
-    /// to wait for, ahead of anything queued (nothing was: the call ran inline). `Err` gives
-    /// the token back once the queue is closed.
-    pub fn resume(self: &Arc<Self>, token: T, id: u64, f16_bits: bool, sink: &Arc<dyn Sink<T>>) -> std::result::Result<(), (Error, T)> {
+    /// Hands the worker of `lane` the isolated run an inline call left going on it
+    /// (`Run::run_within`) to wait for, ahead of anything queued (nothing was: the call ran
+    /// inline). `Err` gives the token back once the queue is closed.
+    pub fn resume(self: &Arc<Self>, token: T, id: u64, f16_bits: bool, lane: usize, sink: &Arc<dyn Sink<T>>) -> std::result::Result<(), (Error, T)> {
         let mut st = self.state();
         if st.closed {
             return Err((Error::Closed, token));
         }
-        if let Some(core) = self.lanes.first().and_then(Weak::upgrade) {
+        // Pending on its instance from now: no sync call takes it while its run goes.
+        if let Some(core) = self.lanes.get(lane).and_then(Weak::upgrade) {
             core.pending.fetch_add(1, Ordering::AcqRel);
         }
-        let job = Job { token, id, priority: i32::MAX, feeds: Vec::new(), f16_bits, timeout_ms: None, going: true, temporary: None, submitted: Instant::now(), found_idle: false };
+        let job = Job { token, id, priority: i32::MAX, feeds: Vec::new(), f16_bits, timeout_ms: None, going: Some(lane), temporary: None, submitted: Instant::now(), found_idle: false };
         st.jobs.push_front(job);
+        st.going += 1;
         self.shared.waiting.store(st.jobs.len(), Ordering::Release);
         self.start_workers(&mut st, sink);
         drop(st);
-        self.wake.notify_one();
+        // Only that lane's worker takes it, whichever one wakes.
+        self.wake.notify_all();
         Ok(())
+    }
+
+    /// The next job the worker of `lane` may take: any but a run left going on another lane.
+    fn take(st: &mut State<T>, lane: usize) -> Option<Job<T>> {
+        if st.going == 0 {
+            return st.jobs.pop_front();
+        }
+        let at = st.jobs.iter().position(|j| j.going.is_none_or(|l| l == lane))?;
+        let job = st.jobs.remove(at)?;
+        if job.going.is_some() {
+            st.going -= 1;
+        }
+        Some(job)
     }
 
     fn start_workers(self: &Arc<Self>, st: &mut State<T>, sink: &Arc<dyn Sink<T>>) {
@@ -305,9 +323,9 @@ impl<T: Send + 'static> Queue<T> {
             return false;
         }
         // A run an inline call left going waits here for its worker, and runs meanwhile.
-        let going = self.state().jobs.iter().any(|j| j.id == id && j.going);
-        if going {
-            return self.lanes.first().and_then(Weak::upgrade).is_some_and(|core| core.abort(id, true));
+        let going = self.state().jobs.iter().find(|j| j.id == id).and_then(|j| j.going);
+        if let Some(lane) = going {
+            return self.lanes.get(lane).and_then(Weak::upgrade).is_some_and(|core| core.abort(id, true));
         }
         self.lanes.iter().filter_map(Weak::upgrade).any(|core| core.abort(id, false))
     }
@@ -316,7 +334,7 @@ impl<T: Send + 'static> Queue<T> {
     pub fn cancel(&self, id: u64) -> Option<Job<T>> {
         let mut st = self.state();
         // A run left going is running: only an abort stops it.
-        let at = st.jobs.iter().position(|j| j.id == id && !j.going)?;
+        let at = st.jobs.iter().position(|j| j.id == id && j.going.is_none())?;
         let job = st.jobs.remove(at);
         self.shared.waiting.store(st.jobs.len(), Ordering::Release);
         drop(st);

@@ -45,7 +45,7 @@ impl<T: Send + 'static> Queue<T> {
                     }
                 }
             }
-            let Some(job) = st.jobs.pop_front() else {
+            let Some(job) = Self::take(&mut st, lane) else {
                 if !batch.done.is_empty() {
                     // Nothing left to run: hand over what is finished before sleeping.
                     drop(st);
@@ -57,7 +57,8 @@ impl<T: Send + 'static> Queue<T> {
                 if st.closed {
                     break;
                 }
-                if !spun {
+                // Only runs left going on other lanes wait: nothing to watch for.
+                if !spun && st.jobs.is_empty() {
                     // Waking a sleeping thread costs tens of microseconds on a virtual
                     // machine; the next run of a stream usually comes sooner, so watch for it
                     // first (yielding, so that a busy JavaScript thread loses nothing).
@@ -137,20 +138,20 @@ impl<T: Send + 'static> Queue<T> {
         let result = match &core {
             None => Err(Error::Closed),
             Some(core) => {
-                if self.owner == Owner::Pool {
+                if self.owner == Owner::Pool && job.going.is_none() {
                     core.pending.fetch_add(1, Ordering::AcqRel);
                 }
                 let temporary = match job.temporary {
                     Some(copies) => Ok(copies),
                     // Its inputs went in with the inline call.
-                    None if job.going => Ok(Vec::new()),
+                    None if job.going.is_some() => Ok(Vec::new()),
                     None if core.caller_storage.load(Ordering::Acquire) => sink.snapshot(core).unwrap_or(Err(Error::Closed)),
                     None => Ok(Vec::new()),
                 };
                 temporary.and_then(|temporary| {
                     let mut engine = core.lock_wait();
                     core.started(job.id);
-                    let done = if job.going { engine.finish(job.f16_bits, idle) } else { run_staged(&mut engine, job.feeds, &temporary, job.f16_bits, job.timeout_ms, displaced, idle) };
+                    let done = if job.going.is_some() { engine.finish(job.f16_bits, idle) } else { run_staged(&mut engine, job.feeds, &temporary, job.f16_bits, job.timeout_ms, displaced, idle) };
                     core.started(0);
                     done
                 })

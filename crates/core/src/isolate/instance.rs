@@ -268,6 +268,7 @@ impl IsolatedInstance {
 
     /// Gives source `index` logical values now; a new child is given them again (not STATE,
     /// which is the artifact's own and starts afresh with it).
+    #[inline(never)]
     pub fn set(&mut self, index: usize, values: Elements<'_>) -> Result<()> {
         self.usable(false)?;
         let bytes = logical_bytes(&self.iso.signature.sources[index], values)?.into_owned();
@@ -280,6 +281,7 @@ impl IsolatedInstance {
     }
 
     /// Binds the caller's array to source `index`: copied into the child at each run's start.
+    #[inline(never)]
     pub fn bind(&mut self, index: usize, kind: ArrayKind, bytes: &[u8], region: Box<dyn BoundRegion>) -> Result<()> {
         self.check_storage(index, kind, bytes)?;
         self.binds[index] = Some(region);
@@ -302,11 +304,13 @@ impl IsolatedInstance {
         Ok((at, len))
     }
 
+    #[inline(never)]
     pub fn has_caller_storage(&self) -> bool {
         self.binds.iter().any(Option::is_some)
     }
 
     /// On the caller's thread: copies of the arrays bound with `bind()`, for a run elsewhere.
+    #[inline(never)]
     pub fn snapshot_caller_storage(&mut self) -> Result<Vec<Temporary>> {
         let keys: Vec<u32> = self.iso.signature.sources.iter().map(|s| s.key).collect();
         snapshot_regions(&mut self.binds, &keys, PACKED_ALIGNMENT).map_err(|slot| match slot {
@@ -319,6 +323,7 @@ impl IsolatedInstance {
     /// `temporary` (their copies, off the caller's thread), or read now. `timeout_ms`: this
     /// run's deadline, else the instance's. `wait`: off the caller's thread (see `usable`).
     /// `idle`: called once if the wait goes to sleep (the run is not a short one).
+    #[inline(never)]
     pub fn run(&mut self, timeout_ms: Option<f64>, temporary: Option<&[Temporary]>, wait: bool, idle: &mut dyn FnMut()) -> Result<()> {
         let seq = self.send_run(timeout_ms, temporary, wait)?;
         self.complete(seq, idle).map(drop)
@@ -326,6 +331,7 @@ impl IsolatedInstance {
 
     /// `run` on the caller's thread, waiting at most `budget`: `Ok(false)` when the run is
     /// still going, to be waited for by `finish` (on the instance's worker).
+    #[inline(never)]
     pub fn run_within(&mut self, timeout_ms: Option<f64>, budget: Duration) -> Result<bool> {
         let seq = self.send_run(timeout_ms, None, false)?;
         let region = &self.iso.region;
@@ -527,6 +533,7 @@ impl IsolatedInstance {
     }
 
     /// Copies output `index` of the last run into `target` (logical C order).
+    #[inline(never)]
     pub fn copy_output(&mut self, index: usize, target: ElementsMut<'_>) -> Result<()> {
         let outputs = &self.iso.signature.outputs;
         let info = outputs.get(index).ok_or(Error::OutputIndex { index: index as i64, count: outputs.len() })?;
@@ -550,6 +557,7 @@ impl IsolatedInstance {
     }
 
     /// Every output of the last run, in new vectors (f16 decoded unless `f16_bits`).
+    #[inline(never)]
     pub fn read_outputs(&mut self, f16_bits: bool) -> Result<Vec<OutputData>> {
         let outputs = self.iso.signature.outputs.clone();
         outputs.iter().enumerate().map(|(index, info)| {
