@@ -61,6 +61,20 @@ describe('isolated instances run on the one engine (issue 47)', () => {
     await pool.close();
   });
 
+  test('a run left going counts as running, not waiting, against maxQueue', async () => {
+    const hold = holdFile();
+    const pool = createPool(fixture('faulty'), { ...ISO, size: 1, maxQueue: 2, offload: 'never' });
+    // Held in its child: left going by the inline call, whatever the machine's speed.
+    const held = pool.run({ x, mode: 7, id: 0 });
+    const queued = [1, 2].map((id) => pool.run({ x, mode: 0, id }));
+    expect(pool.stats()).toMatchObject({ inFlight: 1, queueDepth: 2 });
+    const err = await pool.run({ x, mode: 0, id: 3 }).catch((e) => e);
+    expect([err.code, err.message]).toEqual(['ERR_ZGC_QUEUE_FULL', 'queue is full: 2 runs wait for 1 instance(s) (maxQueue 2)']);
+    hold.release();
+    for (const run of [held, ...queued]) expect(Array.from((await run)[0].data)).toEqual(expected(x));
+    await pool.close();
+  });
+
   test("a pool's stats add each instance's faults and pid; a closed one's are kept, without pids", async () => {
     const pool = createPool(fixture('faulty'), { ...ISO, size: 2 });
     const pids = pool.stats().pids;

@@ -158,6 +158,18 @@ struct State<T> {
     going: usize,
 }
 
+impl<T> State<T> {
+    /// Instances running a run: taken by their worker, or left going by an inline call.
+    fn busy(&self) -> usize {
+        self.running + self.going
+    }
+
+    /// Runs waiting for an instance (a run left going is running, not waiting).
+    fn waiting(&self) -> usize {
+        self.jobs.len() - self.going
+    }
+}
+
 pub struct Queue<T> {
     state: Mutex<State<T>>,
     wake: Condvar,
@@ -222,8 +234,8 @@ impl<T: Send + 'static> Queue<T> {
         if st.closed || st.stopped {
             return Err((Error::Closed, token));
         }
-        let free = self.lanes.len().saturating_sub(st.running);
-        if let Err(e) = admit(st.jobs.len(), self.lanes.len(), free, self.max_queue) {
+        let free = self.lanes.len().saturating_sub(st.busy());
+        if let Err(e) = admit(st.waiting(), self.lanes.len(), free, self.max_queue) {
             return Err((e, token));
         }
         if self.owner == Owner::Runtime {
@@ -385,9 +397,9 @@ impl<T: Send + 'static> Queue<T> {
 
     pub fn figures(&self) -> Figures {
         let st = self.state();
-        let free = self.lanes.len().saturating_sub(st.running);
-        let starting = st.jobs.len().min(free);
-        Figures { in_flight: st.running + starting, waiting: st.jobs.len() - starting }
+        let free = self.lanes.len().saturating_sub(st.busy());
+        let starting = st.waiting().min(free);
+        Figures { in_flight: st.busy() + starting, waiting: st.waiting() - starting }
     }
 }
 
