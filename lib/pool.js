@@ -1,7 +1,7 @@
 'use strict';
 
 const os = require('node:os');
-const { Runtime, runInline, handleOf, faultsOf, submit } = require('./runtime');
+const { Runtime, runInline, handleOf, faultsOf, submit, goingQueue } = require('./runtime');
 const { IN_PROCESS_ONLY, checkOptions, open } = require('./artifact');
 const { nativeStats, withFaults } = require('./stats');
 const { positive } = require('./isolation');
@@ -67,6 +67,7 @@ class Pool {
       throw err;
     }
     this.#native = NativePool.create(this.#runtimes.map((rt) => handleOf(rt)), maxQueue, runtimeOptions.offload);
+    this.#going = goingQueue(this.#native);
     this.#inlineHandle = this.#native.inlineHandle();
     this.#inline = this.#native.inline;
     this.#f16Bits = runtimeOptions.f16 !== 'float32';
@@ -109,10 +110,7 @@ class Pool {
   }
 
   /** The queue of an isolated run an inline call left going: its worker waits for it. */
-  #going = {
-    submit: (staged, f16Bits, id) => this.#native.resume(f16Bits, id),
-    cancel: (id, reason) => this.#native.cancel(id, reason),
-  };
+  #going = null;
 
   /** Runs once on a free instance. Inputs are copied now, as with `runAsync`. */
   run(inputs, options) {

@@ -89,10 +89,7 @@ class Runtime {
   /** An isolated instance's region (its storage() views), made with the first. */
   #region = null;
   /** The queue of an isolated run an inline call left going: its worker waits for it. */
-  #going = {
-    submit: (staged, f16Bits, id) => this.#native.resume(f16Bits, id),
-    cancel: (id, reason) => this.#native.cancel(id, reason),
-  };
+  #going = null;
   // Stryker disable next-line ObjectLiteral,ArrayDeclaration: an empty cache misses as this one does
   #into = { arrays: null, items: [], tensors: null };
 
@@ -109,6 +106,7 @@ class Runtime {
       if (artifact.users === 0) native.release();
       throw fromNative(err);
     }
+    this.#going = goingQueue(this.#native);
     artifact.users++;
     this.#offload = checked.offload;
     this.#inline = checked.offload === 'never';
@@ -509,6 +507,14 @@ class Runtime {
   }
 }
 
+/**
+ * `queue` (a runtime's or a pool's native queue) as `submit` takes it for the isolated run an
+ * inline call left going there: its promise comes from the worker that waits for it.
+ */
+function goingQueue(queue) {
+  return { submit: (staged, f16Bits, id) => queue.resume(f16Bits, id), cancel: (id, reason) => queue.cancel(id, reason) };
+}
+
 /** Ids of async runs that carry an AbortSignal, by which they are cancelled natively. */
 let lastId = 0;
 
@@ -562,4 +568,4 @@ function load(artifact, options) {
   return new Runtime(open(artifact, options || {}, 'load()'), checked);
 }
 
-module.exports = { load, Runtime, runInline, handleOf, faultsOf, submit };
+module.exports = { load, Runtime, runInline, handleOf, faultsOf, submit, goingQueue };

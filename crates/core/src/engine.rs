@@ -36,7 +36,7 @@ impl Engine {
     }
 
     /// The in-process instance, for what only it does (lending, storage shared with
-    /// JavaScript); `Err` names the isolated case.
+    /// JavaScript); `None` for an isolated one.
     pub fn local(&mut self) -> Option<&mut Instance> {
         match self {
             Engine::Local(i) => Some(i),
@@ -125,7 +125,7 @@ impl Engine {
         match self {
             Engine::Local(_) => None,
             #[cfg(target_os = "linux")]
-            Engine::Isolated(i) => i.failed().cloned(),
+            Engine::Isolated(i) => i.failed(),
         }
     }
 }

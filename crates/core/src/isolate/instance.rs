@@ -90,6 +90,10 @@ impl Control {
 
     /// Why the instance was given up, if it was.
     pub fn failure(&self) -> Option<Error> {
+        // The state first: every run asks, and only a given-up instance has an error.
+        if self.state.load(Ordering::Acquire) != FAILED {
+            return None;
+        }
         self.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -145,7 +149,6 @@ pub struct IsolatedInstance {
     restart: Option<(u32, Instant)>,
     /// The command sent and not waited for yet.
     sent: Option<Sent>,
-    failure: Option<Error>,
 }
 
 impl IsolatedInstance {
@@ -162,7 +165,7 @@ impl IsolatedInstance {
             aborted: AtomicU32::new(0),
             failure: Mutex::new(None),
         });
-        Ok(IsolatedInstance { description: Arc::new(iso.signature.clone()), iso, options, control, sets: vec![None; n], slots: vec![false; n], binds: (0..n).map(|_| None).collect(), last_run: None, restart: None, sent: None, failure: None })
+        Ok(IsolatedInstance { description: Arc::new(iso.signature.clone()), iso, options, control, sets: vec![None; n], slots: vec![false; n], binds: (0..n).map(|_| None).collect(), last_run: None, restart: None, sent: None })
     }
 
     pub fn description(&self) -> &Arc<Description> {
@@ -184,8 +187,8 @@ impl IsolatedInstance {
     /// Whether it can take a command now; a due restart is tried first. `wait`: sleep until
     /// a restart is due (off the caller's thread), rather than refuse as busy.
     fn usable(&mut self, wait: bool) -> Result<()> {
-        if let Some(e) = &self.failure {
-            return Err(e.clone());
+        if let Some(e) = self.control.failure() {
+            return Err(e);
         }
         if self.sent.is_some() {
             return Err(Error::Busy);
@@ -199,8 +202,8 @@ impl IsolatedInstance {
                 std::thread::sleep(due - now);
             }
             self.try_restart();
-            if let Some(e) = &self.failure {
-                return Err(e.clone());
+            if let Some(e) = self.control.failure() {
+                return Err(e);
             }
         }
         Ok(())
@@ -218,8 +221,8 @@ impl IsolatedInstance {
         }
     }
 
-    pub fn failed(&self) -> Option<&Error> {
-        self.failure.as_ref()
+    pub fn failed(&self) -> Option<Error> {
+        self.control.failure()
     }
 
     fn write(&mut self, index: usize, bytes: &[u8], mark: u32) {
@@ -497,8 +500,7 @@ impl IsolatedInstance {
                 if attempts >= ATTEMPTS {
                     self.restart = None;
                     let failure = Error::InstanceFailed { path: self.path().to_owned(), attempts, last: e.to_string() };
-                    *self.control.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(failure.clone());
-                    self.failure = Some(failure);
+                    *self.control.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(failure);
                     self.control.state.store(FAILED, Ordering::Release);
                 } else {
                     self.restart = Some((attempts, Instant::now() + BACKOFF[attempts as usize - 1]));
