@@ -4,7 +4,7 @@
 // by the instance's worker, with their deadlines and aborts; a pool's runs the same way; the
 // stats of a pool's processes. Races are held by construction: a run of the faulty fixture
 // (mode 7) waits in its child until the test releases it.
-const { load, createPool } = require('../..');
+const { load, createPool, ZgcError } = require('../..');
 const { fixture } = require('../helpers');
 const { ISO, x, expected, alive, holdFile, clearFaultyEnv } = require('./faulty');
 
@@ -69,6 +69,7 @@ describe('isolated instances run on the one engine (issue 47)', () => {
     const queued = [1, 2].map((id) => pool.run({ x, mode: 0, id }));
     expect(pool.stats()).toMatchObject({ inFlight: 1, queueDepth: 2 });
     const err = await pool.run({ x, mode: 0, id: 3 }).catch((e) => e);
+    expect(err).toBeInstanceOf(ZgcError);
     expect([err.code, err.message]).toEqual(['ERR_ZGC_QUEUE_FULL', 'queue is full: 2 runs wait for 1 instance(s) (maxQueue 2)']);
     hold.release();
     for (const run of [held, ...queued]) expect(Array.from((await run)[0].data)).toEqual(expected(x));

@@ -11,7 +11,7 @@ const path = require('node:path');
 // The suite's own folder (__test__), which fixtures and helpers are found from.
 const testDir = path.join(__dirname, '..');
 const { spawnSync } = require('node:child_process');
-const { load, createPool, ZgcError } = require('../..');
+const { load, createPool } = require('../..');
 const { fixture, rng, randomF32, f16Bits, toPhysical } = require('../helpers');
 const { expectDtypes, randomDtypeValues } = require('../dtypes-model');
 const { ISO, x, expected, alive, fdCount, tempLog, executions, holdFile, clearFaultyEnv } = require('./faulty');
@@ -117,20 +117,6 @@ describe('isolate: process gives the same answers as in-process (issue 26)', () 
     expect(iso.run()[0].data[7]).toBe(12);
     expect(() => iso.bind('a', new Float32Array(3))).toThrow(expect.objectContaining({ code: 'ERR_ZGC_SIZE', source: 'a' }));
     iso.close();
-  });
-
-  test("a full queue refuses with the core's rule and words: maxQueue wait beyond the runs free instances start", async () => {
-    // Submitted in one turn: one for the free instance, the next maxQueue wait. Whether the
-    // first was taken by the instance's worker yet (2 wait, as engine.spec.js holds it) or not
-    // (3 wait, one of them to start at once) depends on the machine; the fourth is refused.
-    const pool = createPool(fixture('faulty'), { ...ISO, size: 1, maxQueue: 2 });
-    const accepted = [1, 2, 3].map((v) => pool.run({ x: [v, 0, 0, 0] }));
-    const err = await pool.run({ x: [4, 0, 0, 0] }).catch((e) => e);
-    expect(err).toBeInstanceOf(ZgcError);
-    expect(err.code).toBe('ERR_ZGC_QUEUE_FULL');
-    expect(err.message).toMatch(/^queue is full: [23] runs wait for 1 instance\(s\) \(maxQueue 2\)$/);
-    expect((await Promise.all(accepted)).map(([y]) => y.data[0])).toEqual(expected([1, 2, 3]));
-    await pool.close();
   });
 });
 
