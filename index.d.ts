@@ -212,6 +212,13 @@ export type ZgcErrorCode =
   | 'ERR_ZGC_INSTANCE_START'
   | 'ERR_ZGC_INSTANCE'
   | 'ERR_ZGC_NAPI'
+  /** zgc-runtime/client: a server's refusal (with its HTTP or gRPC `status`), or a failed connection. */
+  | 'ERR_ZGC_REMOTE'
+  | 'ERR_ZGC_REMOTE_INVALID'
+  | 'ERR_ZGC_REMOTE_NOT_FOUND'
+  | 'ERR_ZGC_REMOTE_UNAVAILABLE'
+  | 'ERR_ZGC_REMOTE_TIMEOUT'
+  | 'ERR_ZGC_CONNECTION'
 
 export declare class ZgcError extends Error {
   readonly name: 'ZgcError'
@@ -230,6 +237,12 @@ export declare class ZgcError extends Error {
   readonly timeoutMs?: number
   readonly maxMemoryMb?: number
   readonly residentBytes?: number
+  /** zgc-runtime/client: the server's address. */
+  readonly server?: string
+  /** ERR_ZGC_CONNECTION: whether the request may have reached the server. */
+  readonly sent?: boolean
+  /** ERR_ZGC_REMOTE_UNAVAILABLE: the server's Retry-After, in ms. */
+  readonly retryAfterMs?: number
 }
 
 export declare class Runtime implements Disposable {

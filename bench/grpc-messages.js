@@ -1,6 +1,6 @@
 'use strict';
 
-// ModelInferRequest bytes for the gRPC bench, encoded independently of lib/serve/pb.js (the
+// ModelInferRequest bytes for the gRPC bench, encoded independently of lib/protocol/pb.js (the
 // server's codec is what is measured, so the client does not share it).
 function varint(n) {
   const out = [];

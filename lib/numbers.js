@@ -28,6 +28,28 @@ function f16Value(bits) {
   return sign * (1 + frac / 1024) * 2 ** (exp - 15);
 }
 
+/** The binary16 bits of `v`, rounded to nearest, ties to even (NaN as the quiet NaN 0x7e00). */
+function f16Bits(v) {
+  if (Number.isNaN(v)) return 0x7e00;
+  const sign = v < 0 || Object.is(v, -0) ? 0x8000 : 0;
+  const a = Math.abs(v);
+  // 65520 is halfway between 65504, the largest f16, and 65536: it and above round to infinity.
+  if (a >= 65520) return sign | 0x7c00;
+  if (a < 2 ** -14) return sign | evenRound(a * 2 ** 24); // subnormal; 1024 is the smallest normal's bits
+  let e = Math.floor(Math.log2(a));
+  if (2 ** e > a) e--;
+  else if (2 ** (e + 1) <= a) e++;
+  const frac = evenRound((a / 2 ** e - 1) * 1024);
+  return sign | (((e + 15) << 10) + frac);
+}
+
+/** `q` (exact, non-negative) rounded to the nearest integer, ties to even. */
+function evenRound(q) {
+  const f = Math.floor(q);
+  const d = q - f;
+  return d > 0.5 || (d === 0.5 && f % 2 === 1) ? f + 1 : f;
+}
+
 let f16Table = null;
 
 /** f16 bits to values, a whole array at once, by a table of all 65,536 (made once). */
@@ -44,4 +66,4 @@ function f16Values(bits) {
   return out;
 }
 
-module.exports = { shortestF32, shortestF32s, f16Value, f16Values };
+module.exports = { shortestF32, shortestF32s, f16Value, f16Values, f16Bits };

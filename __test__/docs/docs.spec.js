@@ -317,7 +317,7 @@ describe('what the pages promise about the API', () => {
       const values = listed ? JSON.parse(listed.stdout) : Object.keys(require(path.join(root, entry.require || entry.default)));
       exported[specifier] = new Set([...typeNames, ...values]);
     }
-    expect(Object.keys(exported).sort()).toEqual(['zgc-runtime', 'zgc-runtime/jest', 'zgc-runtime/pto', 'zgc-runtime/serve']);
+    expect(Object.keys(exported).sort()).toEqual(['zgc-runtime', 'zgc-runtime/client', 'zgc-runtime/jest', 'zgc-runtime/pto', 'zgc-runtime/serve']);
     const wrong = [];
     for (const file of docFiles()) {
       const text = fs.readFileSync(path.join(root, file), 'utf8');

@@ -37,7 +37,7 @@ describe('npm pack, then install from the tarballs with no network', () => {
   test('the main tarball holds the JS, types, CLI and Rust sources but no binary; the platform one holds the binary', () => {
     const list = (t) => execFileSync('tar', ['tzf', t], { encoding: 'utf8' }).split('\n').filter(Boolean);
     const main = list(tarballs.main);
-    for (const f of ['lib/index.js', 'lib/index.mjs', 'lib/pto.d.ts', 'lib/pto.mjs', 'lib/serve/index.js', 'lib/serve/index.mjs', 'lib/serve/index.d.ts', 'lib/jest.d.ts', 'lib/jest.mjs', 'bin/zgc-runtime.js', 'lib/native.js', 'Cargo.toml', 'Cargo.lock', 'crates/core/src/lib.rs', 'src/lib.rs', 'build.rs', 'index.d.ts', 'crates/host/src/main.rs']) expect(main).toContain(`package/${f}`);
+    for (const f of ['lib/index.js', 'lib/index.mjs', 'lib/pto.d.ts', 'lib/pto.mjs', 'lib/serve/index.js', 'lib/serve/index.mjs', 'lib/serve/index.d.ts', 'lib/client/index.js', 'lib/client/index.mjs', 'lib/client/index.d.ts', 'lib/protocol/pb.js', 'lib/jest.d.ts', 'lib/jest.mjs', 'bin/zgc-runtime.js', 'lib/native.js', 'Cargo.toml', 'Cargo.lock', 'crates/core/src/lib.rs', 'src/lib.rs', 'build.rs', 'index.d.ts', 'crates/host/src/main.rs']) expect(main).toContain(`package/${f}`);
     expect(main.filter((f) => f.endsWith('.node'))).toEqual([]);
     expect(main.some((f) => f.includes('__test__'))).toBe(false);
     // At the package's root only its specified top level: the manifests, the binding's build

@@ -1,6 +1,6 @@
 'use strict';
 
-// lib/serve/pb.js, the server's protobuf codec, against protobufjs reading the same
+// lib/protocol/pb.js, the server's protobuf codec, against protobufjs reading the same
 // inference.proto: messages protobufjs writes decode to the same values, the messages the
 // server writes read back the same in protobufjs, and a cut message is refused, never misread.
 
@@ -8,7 +8,7 @@ const path = require('node:path');
 // The suite's own folder (__test__), which fixtures and helpers are found from.
 const testDir = path.join(__dirname, '..');
 const protobuf = require('protobufjs');
-const { decode, encoders, messages, DecodeError } = require('../../lib/serve/pb');
+const { decode, encoders, messages, DecodeError } = require('../../lib/protocol/pb');
 const { rng } = require('../helpers');
 
 const root = protobuf.loadSync(path.join(testDir, '..', 'lib', 'serve', 'inference.proto'));

@@ -2,6 +2,7 @@
 // the README shows and reject what the runtime would refuse.
 import zgc, { load, createPool, createBatcher, Batcher, BatcherStats, Pool, Runtime, Tensor, ZgcError, SourceInfo, OutputArray, Float16ArrayLike } from 'zgc-runtime';
 import { createServer, createHandler, ServeHandler, ShutdownResult, RepositoryIndexEntry } from 'zgc-runtime/serve';
+import { connect, Client, RemoteModel, RemoteTensor, ServerStats } from 'zgc-runtime/client';
 
 const rt: Runtime = load('model.so', { f16: 'bits' });
 const fromBytes: Runtime = zgc.load(new Uint8Array(0));
@@ -127,3 +128,21 @@ async function serveUsage(): Promise<void> {
   createHandler({ poolSize: 1 });
 }
 console.log(serveUsage);
+
+async function clientUsage(): Promise<void> {
+  const server: Client = await connect('http://127.0.0.1:8000', { binary: false, f16: 'bits' });
+  const spread: Client = await connect(['grpc://a:8001', new URL('grpc://b:8001')]);
+  const mlp: RemoteModel = await server.model('mlp', { version: 1 });
+  const outs: RemoteTensor[] = await mlp.runAsync({ x: new Float32Array(4), y: { shape: [2], data: [1, 2] } }, { timeoutMs: 100, outputs: ['probs'], signal: new AbortController().signal });
+  const seq = mlp.sequence();
+  await seq.run({ x: [1, 2, 3, 4] }, { end: true });
+  const stats: ServerStats[] = spread.stats();
+  console.log(outs[0].dtype, outs[0].shape, mlp.sources[0].dtype, stats[0].outstanding, await server.repositoryIndex());
+  // @ts-expect-error f16 is float32, bits or float16
+  await connect('http://x', { f16: 'half' });
+  // @ts-expect-error inputs are TypedArrays, arrays or { shape, data }
+  await mlp.runAsync({ x: new Map() });
+  // @ts-expect-error a sequence run takes end, not sequence
+  await seq.run({ x: [1] }, { sequence: { id: 1 } });
+}
+console.log(clientUsage);

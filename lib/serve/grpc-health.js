@@ -6,7 +6,7 @@
 // as ModelReady says). An unknown service is NOT_FOUND for Check and SERVICE_UNKNOWN for Watch,
 // as the service's specification says.
 
-const { decode, schema, Writer } = require('./pb');
+const { decode, schema, Writer } = require('../protocol/pb');
 const { STATUS, grpcError } = require('./grpc-status');
 const { notServing } = require('./context');
 

@@ -5,7 +5,7 @@
 // and the call's cancellation, answered, and counted in the metrics. Synchronous while the
 // run is inline: no promise or microtask per call.
 
-const { decode, messages } = require('./pb');
+const { decode, messages } = require('../protocol/pb');
 const { RequestError, bad } = require('./reasons');
 const { classified } = require('./infer-response');
 const { outputsFor } = require('./signature');

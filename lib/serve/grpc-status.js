@@ -3,7 +3,7 @@
 // gRPC's status codes, and a failure as the status and message the service sends: the answer
 // of lib/serve/outcomes.js, as REST gives it, under gRPC's code.
 
-const { DecodeError } = require('./pb');
+const { DecodeError } = require('../protocol/pb');
 const { outcomeOf } = require('./outcomes');
 const { bounded } = require('./elide');
 

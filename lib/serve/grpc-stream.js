@@ -9,7 +9,7 @@
 // stream aborts what is pending.
 
 const { EventEmitter } = require('node:events');
-const { Writer, encoders, decode, messages } = require('./pb');
+const { Writer, encoders, decode, messages } = require('../protocol/pb');
 const { modelInfer } = require('./grpc-infer');
 const { parseGrpcInfer } = require('./grpc-request');
 const { statusOf } = require('./grpc-status');

@@ -5,7 +5,7 @@
 // pools, metrics and drain. Errors carry gRPC status codes and the messages REST gives
 // (grpc-status.js); ModelInfer is grpc-infer.js, its request checks grpc-request.js.
 
-const { decode, encoders, messages } = require('./pb');
+const { decode, encoders, messages } = require('../protocol/pb');
 const { RequestError } = require('./reasons');
 const { refusal } = require('./restricted');
 const { STATUS, grpcError, statusOf } = require('./grpc-status');

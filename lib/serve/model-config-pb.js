@@ -4,7 +4,7 @@
 // written as model_config.proto's message, field by field from the table below (the numbers
 // and types of the proto, for the fields serve fills).
 
-const { Writer } = require('./pb');
+const { Writer } = require('../protocol/pb');
 
 const ENUMS = {
   DataType: { TYPE_INVALID: 0, TYPE_BOOL: 1, TYPE_UINT8: 2, TYPE_UINT16: 3, TYPE_UINT32: 4, TYPE_UINT64: 5, TYPE_INT8: 6, TYPE_INT16: 7, TYPE_INT32: 8, TYPE_INT64: 9, TYPE_FP16: 10, TYPE_FP32: 11, TYPE_FP64: 12, TYPE_STRING: 13, TYPE_BF16: 14 },

@@ -7,7 +7,7 @@ const { parentPort } = require('node:worker_threads');
 const { RequestError } = require('./reasons');
 const { parseInfer } = require('./infer-request');
 const { signatureFromPortable } = require('./signature');
-const { decode, messages, DecodeError } = require('./pb');
+const { decode, messages, DecodeError } = require('../protocol/pb');
 const { parseGrpcInfer } = require('./grpc-request');
 const { notValid } = require('./grpc-status');
 

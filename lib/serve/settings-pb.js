@@ -3,7 +3,7 @@
 // gRPC's LogSettings and TraceSetting messages (Triton's grpc_service.proto): requests decoded
 // into the settings objects REST takes, answers written from the objects REST sends.
 
-const { Writer, schema, decode } = require('./pb');
+const { Writer, schema, decode } = require('../protocol/pb');
 
 const WIRE_LEN = 2;
 const WIRE_VARINT = 0;

@@ -44,7 +44,7 @@ function signatureOf(runtime, outputNames, maxBatch) {
 /** A signature from its portable form (in a parser thread), with scratch arrays of its own. */
 function signatureFromPortable({ inputs, outputs, inputList, maxBatch }) {
   const own = inputs.map((i) => ({ ...i, scratch: null }));
-  // A gRPC request's contents are capped at the largest input before a value is read (lib/serve/pb.js).
+  // A gRPC request's contents are capped at the largest input before a value is read (lib/protocol/pb.js).
   const limits = { elements: own.reduce((m, i) => Math.max(m, i.count), 0) * (maxBatch ?? 1) };
   return { inputs: own, outputs, byName: new Map(own.map((i) => [i.name, i])), outputByName: new Map(outputs.map((o) => [o.name, o])), inputList, limits, maxBatch };
 }

@@ -232,6 +232,13 @@ pub const CODES: &[&str] = &[
     "ERR_ZGC_SEQUENCE",
     // A host process of another version sent a code this side does not know.
     "ERR_ZGC_INSTANCE",
+    // JavaScript: the protocol client (lib/client/), a server's refusal or a lost connection.
+    "ERR_ZGC_REMOTE",
+    "ERR_ZGC_REMOTE_INVALID",
+    "ERR_ZGC_REMOTE_NOT_FOUND",
+    "ERR_ZGC_REMOTE_UNAVAILABLE",
+    "ERR_ZGC_REMOTE_TIMEOUT",
+    "ERR_ZGC_CONNECTION",
 ];
 
 /// `ERR_ZGC_<STATUS NAME>` for the statuses the ABI defines, by value.

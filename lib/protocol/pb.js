@@ -595,5 +595,5 @@ module.exports = {
   DecodeError,
   decode,
   encoders,
-  messages: { ModelInferRequest, ModelInferHead, ModelInferStreamHead, NameVersion, Empty, RepositoryIndexRequest, RepositoryModelRequest, RegionName, SharedMemoryRegister },
+  messages: { InferParameter, ParameterEntry, InferTensorContents, ModelInferRequest, ModelInferHead, ModelInferStreamHead, NameVersion, Empty, RepositoryIndexRequest, RepositoryModelRequest, RegionName, SharedMemoryRegister },
 };

@@ -1,0 +1,269 @@
+'use strict';
+
+// The protocol over gRPC (inference.GRPCInferenceService) on @grpc/grpc-js, an optional
+// dependency, with the messages written and read by lib/serve/pb.js: tensor bytes go as
+// raw_input_contents and come back as views of the response's buffer.
+
+const { Writer, schema, decode, messages } = require('../protocol/pb');
+const { grpcError, connectionError, timeoutError, GRPC } = require('./errors');
+
+const SERVICE = '/inference.GRPCInferenceService/';
+const { ParameterEntry, InferTensorContents } = messages;
+
+const TensorMetadata = schema([
+  [1, 'name', 'string'],
+  [2, 'datatype', 'string'],
+  [3, 'shape', 'int64', { repeated: true }],
+]);
+const RESPONSES = {
+  ServerLive: schema([[1, 'live', 'bool']]),
+  ServerReady: schema([[1, 'ready', 'bool']]),
+  ModelReady: schema([[1, 'ready', 'bool']]),
+  ServerMetadata: schema([
+    [1, 'name', 'string'],
+    [2, 'version', 'string'],
+    [3, 'extensions', 'string', { repeated: true }],
+  ]),
+  ModelMetadata: schema([
+    [1, 'name', 'string'],
+    [2, 'versions', 'string', { repeated: true }],
+    [3, 'platform', 'string'],
+    [4, 'inputs', 'message', { repeated: true, schema: TensorMetadata }],
+    [5, 'outputs', 'message', { repeated: true, schema: TensorMetadata }],
+  ]),
+  ModelInfer: schema([
+    [1, 'modelName', 'string'],
+    [2, 'modelVersion', 'string'],
+    [3, 'id', 'string'],
+    [4, 'parameters', 'map', { schema: ParameterEntry }],
+    [
+      5,
+      'outputs',
+      'message',
+      {
+        repeated: true,
+        schema: schema([
+          [1, 'name', 'string'],
+          [2, 'datatype', 'string'],
+          [3, 'shape', 'int64', { repeated: true }],
+          [4, 'parameters', 'map', { schema: ParameterEntry }],
+          [5, 'contents', 'message', { schema: InferTensorContents }],
+        ]),
+      },
+    ],
+    [6, 'rawOutputContents', 'bytes', { repeated: true }],
+  ]),
+  RepositoryIndex: schema([
+    [
+      1,
+      'models',
+      'message',
+      {
+        repeated: true,
+        schema: schema([
+          [1, 'name', 'string'],
+          [2, 'version', 'string'],
+          [3, 'state', 'string'],
+          [4, 'reason', 'string'],
+        ]),
+      },
+    ],
+  ]),
+  Empty: schema([]),
+};
+
+function loadGrpc() {
+  try {
+    return require('@grpc/grpc-js');
+  } catch {
+    throw new TypeError('a grpc:// address needs @grpc/grpc-js, an optional peer dependency: npm install @grpc/grpc-js');
+  }
+}
+
+/** A map<string, InferParameter> entry of `key`: bool, string, or an integer (uint64 when `unsigned`). */
+function parameter(w, number, key, value) {
+  const entry = new Writer();
+  entry.string(1, key);
+  const p = new Writer();
+  if (typeof value === 'boolean') {
+    p.tag(1, 0);
+    p.varint(value ? 1 : 0);
+  } else if (typeof value === 'string') p.string(3, value);
+  else {
+    p.tag(key === 'priority' ? 5 : 2, 0);
+    p.varint(Number(value));
+  }
+  entry.message(2, p);
+  w.message(number, entry);
+}
+
+/** The protocol's parameters of a decoded message, as plain values. */
+function plainParameters(list) {
+  const out = {};
+  for (const { key, value } of list) out[key] = value && (value.stringParam ?? value.int64Param ?? value.uint64Param ?? value.boolParam ?? value.doubleParam);
+  return out;
+}
+
+/** Typed `contents` of an output as a flat array (the JSON path reads it). */
+function contentsData(c) {
+  for (const key of ['boolContents', 'intContents', 'int64Contents', 'uintContents', 'uint64Contents', 'fp32Contents', 'fp64Contents', 'bytesContents']) {
+    if (c[key] && c[key].length) return c[key];
+  }
+  return [];
+}
+
+class GrpcTransport {
+  constructor(url, options) {
+    const grpc = loadGrpc();
+    this.grpc = grpc;
+    this.server = url.href.replace(/\/$/, '');
+    const credentials = url.protocol === 'grpcs:' ? grpc.credentials.createSsl() : grpc.credentials.createInsecure();
+    this.client = new grpc.Client(url.host, credentials, { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1, ...(options.grpcOptions || {}) });
+    this.metadata = new grpc.Metadata();
+    for (const [k, v] of Object.entries(options.headers || {})) this.metadata.set(k, String(v));
+  }
+
+  /** One unary call of `method` with the request bytes `body`; resolves the decoded response. */
+  call(method, body, { signal, timeoutMs } = {}) {
+    return new Promise((resolve, reject) => {
+      if (signal && signal.aborted) return reject(signal.reason);
+      const options = timeoutMs === undefined ? {} : { deadline: Date.now() + timeoutMs };
+      let aborted = false;
+      const call = this.client.makeUnaryRequest(
+        SERVICE + method,
+        (b) => b,
+        (b) => decode(RESPONSES[method] || RESPONSES.Empty, b),
+        body,
+        this.metadata,
+        options,
+        (err, value) => {
+          if (signal) signal.removeEventListener('abort', onAbort);
+          if (aborted) return reject(signal.reason);
+          if (!err) return resolve(value);
+          if (err.code === GRPC.DEADLINE_EXCEEDED && timeoutMs !== undefined) return reject(timeoutError(this.server, timeoutMs));
+          if (err.code === GRPC.UNAVAILABLE && /ECONNREFUSED|No connection established|connect/i.test(err.details || '')) return reject(connectionError(this.server, { code: 'UNAVAILABLE', message: err.details }, false));
+          return reject(grpcError(this.server, err.code, err.details));
+        },
+      );
+      const onAbort = () => {
+        aborted = true;
+        call.cancel();
+      };
+      if (signal) signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  nameVersion(name, version) {
+    const w = new Writer();
+    w.string(1, name);
+    w.string(2, version);
+    return w.finish();
+  }
+
+  async live() {
+    return (await this.call('ServerLive', Buffer.alloc(0))).live === true;
+  }
+
+  async ready() {
+    return (await this.call('ServerReady', Buffer.alloc(0))).ready === true;
+  }
+
+  async modelReady(name, version) {
+    return (await this.call('ModelReady', this.nameVersion(name, version))).ready === true;
+  }
+
+  serverMetadata() {
+    return this.call('ServerMetadata', Buffer.alloc(0));
+  }
+
+  modelMetadata(name, version) {
+    return this.call('ModelMetadata', this.nameVersion(name, version));
+  }
+
+  async repositoryIndex(options = {}) {
+    const w = new Writer();
+    w.bool(2, options.ready);
+    return (await this.call('RepositoryIndex', w.finish())).models;
+  }
+
+  async load(name) {
+    const w = new Writer();
+    w.string(2, name);
+    await this.call('RepositoryModelLoad', w.finish());
+  }
+
+  async unload(name) {
+    const w = new Writer();
+    w.string(2, name);
+    await this.call('RepositoryModelUnload', w.finish());
+  }
+
+  notHere(what) {
+    return Promise.reject(new TypeError(`${what} is given over REST by this client; connect to the server's http:// address for it`));
+  }
+
+  modelConfig() {
+    return this.notHere('a model configuration');
+  }
+
+  statistics() {
+    return this.notHere('statistics');
+  }
+
+  sharedMemoryStatus() {
+    return this.notHere('shared memory status');
+  }
+
+  logSettings() {
+    return this.notHere('log settings');
+  }
+
+  traceSettings() {
+    return this.notHere('trace settings');
+  }
+
+  /** A ModelInferRequest, written now: inputs' bytes go as raw_input_contents. */
+  prepare(name, version, request) {
+    const w = new Writer();
+    w.string(1, name);
+    w.string(2, version);
+    w.string(3, request.id);
+    for (const [key, value] of Object.entries(request.parameters)) parameter(w, 4, key, value);
+    for (const t of request.inputs) {
+      const input = new Writer();
+      input.string(1, t.name);
+      input.string(2, t.datatype);
+      input.packedInt64(3, t.shape);
+      w.message(5, input);
+    }
+    for (const o of request.outputs || []) {
+      const out = new Writer();
+      out.string(1, o.name);
+      if (o.classCount) parameter(out, 2, 'classification', o.classCount);
+      w.message(6, out);
+    }
+    for (const t of request.inputs) {
+      w.tag(7, 2);
+      w.varint(t.bytes.byteLength);
+      w.raw(t.bytes);
+    }
+    // One buffer of its own: the inputs may change once the call returns.
+    return Buffer.concat(w.pieces(), w.length);
+  }
+
+  async infer(name, version, body, options) {
+    const r = await this.call('ModelInfer', body, options);
+    const raw = r.rawOutputContents;
+    const outputs = r.outputs.map((o, i) => {
+      const base = { name: o.name, datatype: o.datatype, shape: o.shape, parameters: plainParameters(o.parameters) };
+      return raw.length > 0 ? { ...base, bytes: raw[i] } : { ...base, data: contentsData(o.contents || {}) };
+    });
+    return { id: r.id, modelName: r.modelName, modelVersion: r.modelVersion, parameters: plainParameters(r.parameters), outputs };
+  }
+
+  close() {
+    this.client.close();
+  }
+}
+
+module.exports = { GrpcTransport };

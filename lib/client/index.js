@@ -1,0 +1,165 @@
+'use strict';
+
+// zgc-runtime/client: one API for a model in this process or on any Open Inference Protocol
+// server (zgc-runtime serve, Triton, KServe, MLServer), over REST or gRPC, on one server or
+// spread over several.
+
+const { ZgcError } = require('../errors');
+const { refuseUnknownKeys } = require('../options');
+const { RemoteModel, RemoteSequence } = require('./model');
+const { Servers } = require('./servers');
+
+const CONNECT_OPTIONS = ['binary', 'headers', 'f16', 'maxSockets', 'retryAfterMs', 'grpcOptions', 'checkMs'];
+
+/** The transport of `url`: REST for http(s)://, gRPC for grpc:// (grpcs:// with TLS). */
+function transportOf(url, options) {
+  if (url.protocol === 'http:' || url.protocol === 'https:') {
+    const { RestTransport } = require('./rest');
+    return new RestTransport(url, options);
+  }
+  if (url.protocol === 'grpc:' || url.protocol === 'grpcs:') {
+    const { GrpcTransport } = require('./grpc');
+    return new GrpcTransport(url, options);
+  }
+  throw new TypeError(`connect() takes http://, https://, grpc:// or grpcs:// addresses, got ${url.href}`);
+}
+
+function parseUrl(u) {
+  if (typeof u !== 'string' && !(u instanceof URL)) throw new TypeError(`connect() takes an address or an array of addresses, got ${typeof u}`);
+  try {
+    return new URL(u);
+  } catch {
+    throw new TypeError(`connect(): ${JSON.stringify(String(u))} is no URL (give one like http://127.0.0.1:8000 or grpc://127.0.0.1:8001)`);
+  }
+}
+
+class Client {
+  #servers;
+  #f16;
+
+  constructor(servers, f16, binary) {
+    this.#servers = servers;
+    this.#f16 = f16;
+    this.binary = binary;
+  }
+
+  /** The servers' addresses. */
+  get urls() {
+    return this.#servers.list.map((s) => s.url);
+  }
+
+  /** A model on the server(s), described from its metadata. `{ version }` pins a version. */
+  async model(name, options = {}) {
+    if (typeof name !== 'string' || name === '') throw new TypeError('model() takes a model name');
+    if (options === null || typeof options !== 'object') throw new TypeError('model() options must be an object');
+    refuseUnknownKeys('model()', options, ['version', 'f16']);
+    const version = options.version === undefined ? undefined : String(options.version);
+    const f16 = checkF16(options.f16 ?? this.#f16);
+    const { response } = await this.#servers.call((t) => t.modelMetadata(name, version), { idempotent: true });
+    return new RemoteModel(this, response, version, f16);
+  }
+
+  /** @internal A model's infer on the server picked (or `pin`): resolves `{ server, response }`. */
+  infer(name, version, request, { signal, timeoutMs, idempotent, pin }) {
+    const prepared = this.#servers.prepare(name, version, request);
+    return this.#servers.call((t) => t.infer(name, version, prepared, { signal, timeoutMs }), { idempotent, pin, signal });
+  }
+
+  #one(f) {
+    return this.#servers.call(f, { idempotent: true }).then((r) => r.response);
+  }
+
+  /** Whether the server is live (`/v2/health/live`). */
+  live() {
+    return this.#one((t) => t.live());
+  }
+  /** Whether the server is ready for requests (`/v2/health/ready`). */
+  ready() {
+    return this.#one((t) => t.ready());
+  }
+  /** Whether a model (version) is ready. */
+  modelReady(name, version) {
+    return this.#one((t) => t.modelReady(name, version === undefined ? undefined : String(version)));
+  }
+  /** The server's name, version and extensions. */
+  metadata() {
+    return this.#one((t) => t.serverMetadata());
+  }
+  /** A model's metadata, as the server gives it. */
+  modelMetadata(name, version) {
+    return this.#one((t) => t.modelMetadata(name, version === undefined ? undefined : String(version)));
+  }
+  /** A model's configuration (Triton's model_config). */
+  modelConfig(name, version) {
+    return this.#one((t) => t.modelConfig(name, version === undefined ? undefined : String(version)));
+  }
+  /** Inference statistics of every model, or of one. */
+  statistics(name, version) {
+    return this.#one((t) => t.statistics(name, version === undefined ? undefined : String(version)));
+  }
+  /** The model repository's index: `{ name, version, state, reason }[]`. */
+  repositoryIndex(options) {
+    return this.#one((t) => t.repositoryIndex(options));
+  }
+  /** Loads (or reloads) a model, with Triton's load parameters (`config`, files) when given. */
+  loadModel(name, options) {
+    return this.#servers.call((t) => t.load(name, options), { idempotent: true, all: true }).then(() => undefined);
+  }
+  /** Unloads a model. */
+  unloadModel(name, options) {
+    return this.#servers.call((t) => t.unload(name, options), { idempotent: true, all: true }).then(() => undefined);
+  }
+  /** System shared memory regions the server holds (all, or one). */
+  sharedMemoryStatus(region) {
+    return this.#one((t) => t.sharedMemoryStatus(region));
+  }
+  /** The log settings; with `settings`, changes them and answers the new ones. */
+  logSettings(settings) {
+    return this.#one((t) => t.logSettings(settings));
+  }
+  /** The trace settings (of the server, or of `model`); with `settings`, changes them. */
+  traceSettings(model, settings) {
+    return this.#one((t) => t.traceSettings(model, settings));
+  }
+
+  /** Per-server figures: requests, outstanding, failures, failovers, whether it is taken. */
+  stats() {
+    return this.#servers.stats();
+  }
+
+  /** Closes the connections; requests in flight fail. */
+  close() {
+    this.#servers.close();
+  }
+}
+
+function checkF16(f16) {
+  if (f16 === undefined) return 'float32';
+  if (f16 !== 'float32' && f16 !== 'bits' && f16 !== 'float16') throw new TypeError(`option f16 must be 'float32', 'bits' or 'float16', got ${String(f16)}`);
+  if (f16 === 'float16' && typeof globalThis.Float16Array !== 'function') throw new TypeError(`option f16 'float16' needs a host with Float16Array; this one (${process.release.name} ${process.version}) has none`);
+  return f16;
+}
+
+/**
+ * Connects to one server or several (`urls`): resolves a Client once one of them answers.
+ * Several spread requests by fewest outstanding and fail over (`docs/client.md`).
+ */
+async function connect(target, options = {}) {
+  if (options === null || typeof options !== 'object') throw new TypeError('connect() options must be an object');
+  refuseUnknownKeys('connect()', options, CONNECT_OPTIONS);
+  const urls = (Array.isArray(target) ? target : [target]).map(parseUrl);
+  if (urls.length === 0) throw new TypeError('connect() needs at least one address');
+  const kinds = new Set(urls.map((u) => (u.protocol.startsWith('grpc') ? 'grpc' : 'rest')));
+  if (kinds.size > 1) throw new TypeError('connect(): the addresses mix REST and gRPC; give one kind');
+  const f16 = checkF16(options.f16);
+  const servers = new Servers(urls.map((u) => ({ url: u.href.replace(/\/$/, ''), transport: transportOf(u, options) })), options);
+  try {
+    await servers.call((t) => t.live(), { idempotent: true });
+  } catch (err) {
+    servers.close();
+    throw err;
+  }
+  return new Client(servers, f16, [...kinds][0] === 'grpc' || options.binary !== false);
+}
+
+module.exports = { connect, Client, RemoteModel, RemoteSequence, ZgcError };

@@ -1,0 +1,147 @@
+'use strict';
+
+// A model on a server, with the surface of a local runtime: `sources` and `outputs` from its
+// metadata, `runAsync(inputs, options)` resolving Tensors in the model's output order, and
+// `sequence()` for runs that share the server's sequence state.
+
+const crypto = require('node:crypto');
+const { ZgcError } = require('../errors');
+const { refuseUnknownKeys } = require('../options');
+const { dtypeOf } = require('../protocol/datatypes');
+const { buildRequest, readResponse } = require('./request');
+
+const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
+const SEND = Symbol('send');
+
+function tensorInfo(t) {
+  return Object.freeze({ name: t.name, dtype: dtypeOf(t.datatype), shape: Object.freeze((t.shape || []).map(Number)) });
+}
+
+class RemoteModel {
+  #client;
+  #f16;
+
+  constructor(client, metadata, version, f16) {
+    this.#client = client;
+    this.#f16 = f16;
+    this.name = metadata.name;
+    /** The version asked for (undefined: the server's choice), and those the server lists. */
+    this.version = version;
+    this.versions = Object.freeze([...(metadata.versions || [])]);
+    this.platform = metadata.platform;
+    this.sources = Object.freeze((metadata.inputs || []).map(tensorInfo));
+    this.outputs = Object.freeze((metadata.outputs || []).map(tensorInfo));
+    Object.freeze(this);
+  }
+
+  /**
+   * One run on the server: `Promise<Tensor[]>` in the model's output order (or `outputs`').
+   * Inputs are read and copied before it returns, as a local `runAsync`'s are.
+   */
+  runAsync(inputs = {}, options = undefined) {
+    return this[SEND](inputs, options, undefined).then((r) => r.tensors);
+  }
+
+  /** `runAsync`, on the server `pin` when given: resolves `{ server, tensors }`. */
+  [SEND](inputs, options, pin) {
+    try {
+      const { request, wanted, classified } = buildRequest(this, inputs, options, this.#client.binary);
+      const o = options || {};
+      if (o.signal && o.signal.aborted) throw o.signal.reason;
+      // A plain infer may be sent again to another server; a sequence's step may not.
+      const idempotent = o.sequence === undefined;
+      const sent = this.#client.infer(this.name, this.version, request, { signal: o.signal, timeoutMs: o.timeoutMs, idempotent, pin });
+      return sent.then(({ server, response }) => ({ server, tensors: readResponse(server.url, response, wanted, { f16: this.#f16, into: o.into, classified }) }));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** Whether the server has this model (version) ready. */
+  ready() {
+    return this.#client.modelReady(this.name, this.version);
+  }
+
+  /**
+   * Runs that share one sequence's state on the server (Triton's sequence batcher): each
+   * carries the sequence's id, the first `start`, the one run with `{ end: true }` `end`.
+   * They go in call order, all to the server the first went to.
+   */
+  sequence(options = {}) {
+    if (options === null || typeof options !== 'object') throw new TypeError('sequence() options must be an object');
+    refuseUnknownKeys('sequence()', options, ['id']);
+    return new RemoteSequence(this, options.id === undefined ? crypto.randomInt(1, 2 ** 48) : options.id);
+  }
+}
+
+class RemoteSequence {
+  #model;
+  #last = Promise.resolve();
+  #runs = 0;
+  #ended = false;
+  #server = undefined;
+
+  constructor(model, id) {
+    this.#model = model;
+    this.id = id;
+  }
+
+  get runs() {
+    return this.#runs;
+  }
+
+  get ended() {
+    return this.#ended;
+  }
+
+  /** One run of the sequence, after its earlier ones; `{ end: true }` ends it. */
+  run(inputs, options = {}) {
+    try {
+      if (this.#ended) throw new ZgcError('ERR_ZGC_CLOSED', `sequence ${this.id} has ended`);
+      if (options === null || typeof options !== 'object') throw new TypeError('sequence.run() options must be an object');
+      refuseUnknownKeys('sequence.run()', options, ['signal', 'timeoutMs', 'priority', 'outputs', 'into', 'end']);
+      const { end, ...rest } = options;
+      if (rest.signal && rest.signal.aborted) throw rest.signal.reason;
+      const start = this.#runs === 0;
+      const copied = copyInputs(inputs);
+      this.#runs++;
+      if (end) this.#ended = true;
+      // Sent once the runs before it are answered, to the server the first went to.
+      const go = () => {
+        if (rest.signal && rest.signal.aborted) throw rest.signal.reason;
+        return this.#model[SEND](copied, { ...rest, sequence: { id: this.id, start, end: Boolean(end) } }, this.#server).then(({ server, tensors }) => {
+          this.#server = server;
+          return tensors;
+        });
+      };
+      const result = start ? go() : this.#last.then(go);
+      this.#last = result.catch(() => {});
+      return result;
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** Resolves once the runs already made are answered; runs after it are refused. */
+  close() {
+    this.#ended = true;
+    return this.#last;
+  }
+
+  [asyncDispose]() {
+    return this.close();
+  }
+}
+
+/** Each input's values copied, so that a run sent later sends them as they were at the call. */
+function copyInputs(inputs) {
+  if (inputs === undefined || inputs === null || typeof inputs !== 'object') return inputs;
+  const out = {};
+  for (const name of Object.keys(inputs)) {
+    const v = inputs[name];
+    out[name] = ArrayBuffer.isView(v) ? v.slice() : Array.isArray(v) ? [...v] : v;
+  }
+  return out;
+}
+
+module.exports = { RemoteModel, RemoteSequence };

@@ -1,0 +1,259 @@
+'use strict';
+
+// The protocol over HTTP/1.1: JSON for everything, and for infer the binary tensor data
+// extension (a JSON header, then each tensor's raw bytes) unless JSON is asked for.
+// Connections are kept alive and reused.
+
+const http = require('node:http');
+const https = require('node:https');
+const { httpError, connectionError, timeoutError, responseError } = require('./errors');
+
+const NON_FINITE = /"\u0000(NaN|-?Infinity|-?\d+)\u0000"/g;
+
+/** A request body as JSON, with bigints as their digits and NaN, ±Infinity as Python writes them. */
+function jsonText(value) {
+  const text = JSON.stringify(value, (_, v) => (typeof v === 'bigint' ? `\u0000${v}\u0000` : typeof v === 'number' && !Number.isFinite(v) ? `\u0000${v}\u0000` : v));
+  return text.replace(NON_FINITE, '$1');
+}
+
+/**
+ * A response's JSON: bare NaN and ±Infinity (as Python's json and Triton write them) read as
+ * those numbers; integers past 2^53 kept exact, as bigints, where the host lets a reviver see
+ * a number's text.
+ */
+function parseJson(text) {
+  const reviver = (_, v, context) => (typeof v === 'number' && !Number.isSafeInteger(v) && Number.isInteger(v) && context && /^-?\d+$/.test(context.source) ? BigInt(context.source) : v);
+  try {
+    return JSON.parse(text, reviver);
+  } catch (err) {
+    if (!/NaN|Infinity/.test(text)) throw err;
+  }
+  // Outside strings, each bare token becomes a marker string, then the value.
+  const marked = text.replace(/"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)/g, (m, token) => (token ? `"\u0000${token}"` : m));
+  return JSON.parse(marked, (k, v, context) => (typeof v === 'string' && v.startsWith('\u0000') ? Number(v.slice(1)) : reviver(k, v, context)));
+}
+
+class RestTransport {
+  constructor(url, options) {
+    this.url = url;
+    this.server = url.origin;
+    this.base = url.pathname.replace(/\/$/, '');
+    this.binary = options.binary !== false;
+    this.headers = options.headers || {};
+    const lib = url.protocol === 'https:' ? https : http;
+    this.lib = lib;
+    this.agent = new lib.Agent({ keepAlive: true, maxSockets: options.maxSockets ?? Infinity, ...(options.agentOptions || {}) });
+  }
+
+  /**
+   * One request: resolves `{ status, headers, body }` (a Buffer of its own memory) for any
+   * status. Rejects on a connection that fails, `timeoutMs` passing, or `signal`.
+   */
+  request(method, path, { body, headers, signal, timeoutMs } = {}) {
+    return new Promise((resolve, reject) => {
+      if (signal && signal.aborted) return reject(signal.reason);
+      let sent = false;
+      let timer;
+      const req = this.lib.request(
+        { method, host: this.url.hostname, port: this.url.port, path: this.base + path, agent: this.agent, headers: { ...this.headers, ...headers, ...(body ? { 'Content-Length': body.byteLength } : {}) } },
+        (res) => {
+          const length = Number(res.headers['content-length']);
+          const chunks = [];
+          let got = 0;
+          res.on('data', (c) => {
+            chunks.push(c);
+            got += c.length;
+          });
+          res.on('end', () => {
+            // Its own memory: a view of it is handed to the caller as tensor data.
+            const buf = Buffer.allocUnsafeSlow(Number.isFinite(length) ? Math.max(length, got) : got);
+            let pos = 0;
+            for (const c of chunks) {
+              c.copy(buf, pos);
+              pos += c.length;
+            }
+            done(null, { status: res.statusCode, headers: res.headers, body: buf.subarray(0, got) });
+          });
+          res.on('error', (err) => done(connectionError(this.server, err, true)));
+        },
+      );
+      const onAbort = () => {
+        req.destroy();
+        done(signal.reason);
+      };
+      const done = (err, value) => {
+        clearTimeout(timer);
+        if (signal) signal.removeEventListener('abort', onAbort);
+        if (err) reject(err);
+        else resolve(value);
+      };
+      if (signal) signal.addEventListener('abort', onAbort, { once: true });
+      if (timeoutMs !== undefined) {
+        timer = setTimeout(() => {
+          req.destroy();
+          done(timeoutError(this.server, timeoutMs));
+        }, timeoutMs);
+      }
+      req.on('socket', (socket) => {
+        // A reused socket is connected: the request's bytes may reach the server from now.
+        if (!socket.connecting) sent = true;
+        else socket.once('connect', () => (sent = true));
+      });
+      req.on('error', (err) => done(connectionError(this.server, err, sent)));
+      if (body) req.end(body);
+      else req.end();
+    });
+  }
+
+  /** A JSON request; resolves its parsed answer, rejects a refusal as a ZgcError. */
+  async json(method, path, value, options = {}) {
+    const body = value === undefined ? undefined : Buffer.from(jsonText(value));
+    const res = await this.request(method, path, { ...options, body, headers: body ? { 'Content-Type': 'application/json' } : {} });
+    if (res.status >= 400) throw this.refusal(res);
+    if (res.body.length === 0) return {};
+    try {
+      return parseJson(res.body.toString('utf8'));
+    } catch (err) {
+      throw responseError(this.server, `to ${method} ${path} is not JSON (${err.message})`);
+    }
+  }
+
+  refusal(res) {
+    let message;
+    try {
+      message = JSON.parse(res.body.toString('utf8')).error;
+    } catch {
+      message = res.body.toString('utf8').slice(0, 1024);
+    }
+    const retry = Number(res.headers['retry-after']);
+    return httpError(this.server, res.status, message, Number.isFinite(retry) ? retry * 1000 : undefined);
+  }
+
+  async live() {
+    const res = await this.request('GET', '/v2/health/live');
+    return res.status === 200;
+  }
+
+  async ready() {
+    const res = await this.request('GET', '/v2/health/ready');
+    return res.status === 200;
+  }
+
+  async modelReady(name, version) {
+    const res = await this.request('GET', `${modelPath(name, version)}/ready`);
+    return res.status === 200;
+  }
+
+  serverMetadata() {
+    return this.json('GET', '/v2');
+  }
+
+  modelMetadata(name, version) {
+    return this.json('GET', modelPath(name, version));
+  }
+
+  modelConfig(name, version) {
+    return this.json('GET', `${modelPath(name, version)}/config`);
+  }
+
+  statistics(name, version) {
+    return this.json('GET', name === undefined ? '/v2/models/stats' : `${modelPath(name, version)}/stats`);
+  }
+
+  repositoryIndex(options = {}) {
+    return this.json('POST', '/v2/repository/index', options.ready === undefined ? {} : { ready: options.ready });
+  }
+
+  async load(name, options = {}) {
+    await this.json('POST', `/v2/repository/models/${encodeURIComponent(name)}/load`, options.parameters ? { parameters: options.parameters } : {});
+  }
+
+  async unload(name, options = {}) {
+    await this.json('POST', `/v2/repository/models/${encodeURIComponent(name)}/unload`, options.parameters ? { parameters: options.parameters } : {});
+  }
+
+  sharedMemoryStatus(region) {
+    return this.json('GET', region === undefined ? '/v2/systemsharedmemory/status' : `/v2/systemsharedmemory/region/${encodeURIComponent(region)}/status`);
+  }
+
+  logSettings(settings) {
+    return settings === undefined ? this.json('GET', '/v2/logging') : this.json('POST', '/v2/logging', settings);
+  }
+
+  traceSettings(model, settings) {
+    const path = model === undefined ? '/v2/trace/setting' : `/v2/models/${encodeURIComponent(model)}/trace/setting`;
+    return settings === undefined ? this.json('GET', path) : this.json('POST', path, settings);
+  }
+
+  /**
+   * An infer request (lib/client/request.js's form) written as the binary extension or JSON:
+   * its body, copied from the inputs now, sent by `infer` to any server.
+   */
+  prepare(_name, _version, request) {
+    const header = { ...(request.id !== undefined ? { id: request.id } : {}), ...(Object.keys(request.parameters).length ? { parameters: { ...request.parameters } } : {}) };
+    const pieces = [];
+    header.inputs = request.inputs.map((t) => {
+      const input = { name: t.name, shape: t.shape, datatype: t.datatype };
+      if (this.binary) {
+        pieces.push(t.bytes);
+        input.parameters = { binary_data_size: t.bytes.byteLength };
+      } else input.data = t.json;
+      return input;
+    });
+    if (request.outputs !== undefined) {
+      header.outputs = request.outputs.map((o) => {
+        const p = { ...(this.binary ? { binary_data: true } : {}), ...(o.classCount ? { classification: o.classCount } : {}) };
+        return Object.keys(p).length ? { name: o.name, parameters: p } : { name: o.name };
+      });
+    } else if (this.binary) {
+      header.parameters = { ...header.parameters, binary_data_output: true };
+    }
+    const headText = Buffer.from(jsonText(header));
+    const body = pieces.length ? Buffer.concat([headText, ...pieces]) : headText;
+    const headers = this.binary ? { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': headText.length } : { 'Content-Type': 'application/json' };
+    return { body, headers };
+  }
+
+  /**
+   * Sends a prepared infer. Resolves `{ id, modelName, modelVersion, parameters, outputs }`,
+   * each output with `bytes` (binary) or `data` (JSON).
+   */
+  async infer(name, version, { body, headers }, { signal, timeoutMs }) {
+    const res = await this.request('POST', `${modelPath(name, version)}/infer`, { body, headers, signal, timeoutMs });
+    if (res.status >= 400) throw this.refusal(res);
+    return this.inferResponse(res);
+  }
+
+  inferResponse(res) {
+    const given = res.headers['inference-header-content-length'];
+    const headLength = given === undefined ? res.body.length : Number(given);
+    if (!Number.isSafeInteger(headLength) || headLength < 0 || headLength > res.body.length) throw responseError(this.server, `says its JSON header is ${given} bytes; the body has ${res.body.length}`);
+    let head;
+    try {
+      head = parseJson(res.body.toString('utf8', 0, headLength));
+    } catch (err) {
+      throw responseError(this.server, `header is not JSON (${err.message})`);
+    }
+    let pos = headLength;
+    const outputs = (head.outputs || []).map((o) => {
+      const size = o.parameters && o.parameters.binary_data_size;
+      if (size === undefined) return { name: o.name, datatype: o.datatype, shape: o.shape, parameters: o.parameters || {}, data: o.data };
+      if (pos + size > res.body.length) throw responseError(this.server, `output ${JSON.stringify(o.name)} says ${size} bytes; ${res.body.length - pos} are left`);
+      const bytes = res.body.subarray(pos, pos + size);
+      pos += size;
+      return { name: o.name, datatype: o.datatype, shape: o.shape, parameters: o.parameters, bytes };
+    });
+    return { id: head.id, modelName: head.model_name, modelVersion: head.model_version, parameters: head.parameters || {}, outputs };
+  }
+
+  close() {
+    this.agent.destroy();
+  }
+}
+
+function modelPath(name, version) {
+  const m = `/v2/models/${encodeURIComponent(name)}`;
+  return version === undefined || version === '' ? m : `${m}/versions/${encodeURIComponent(version)}`;
+}
+
+module.exports = { RestTransport, jsonText, parseJson };
