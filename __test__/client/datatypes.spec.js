@@ -78,3 +78,19 @@ describe('inputs to bytes, bytes to outputs', () => {
     expect(Array.from(toArray('f16', [1, 65504, 1e-8], fail))).toEqual([0x3c00, 0x7bff, 0]);
   });
 });
+
+describe('JSON as the REST transport writes and reads it', () => {
+  const { jsonText, parseJson } = require('../../lib/client/rest');
+
+  test('bigints as their digits; NaN, the infinities and -0 as Python writes them; strings untouched', () => {
+    expect(jsonText({ a: [-(2n ** 63n), 2n ** 64n - 1n, NaN, -Infinity, -0, 0, 'NaN', '\u0000-0.0'] })).toBe('{"a":[-9223372036854775808,18446744073709551615,NaN,-Infinity,-0.0,0,"NaN","\\u0000-0.0"]}');
+  });
+
+  test('integers past 2^53 read back as exact bigints; floats, bare NaN and strings as they are', () => {
+    const v = parseJson('{"a":[18446744073709551615,-9223372036854775808,9007199254740993,12,1.2345678901234567,NaN,-Infinity,-0.0],"s":"Infinity 12345678901234567","e":1e-12345678901234567}');
+    expect(v.a.slice(0, 3)).toEqual([18446744073709551615n, -9223372036854775808n, 9007199254740993n]);
+    expect(v.a.slice(3)).toEqual([12, 1.2345678901234567, NaN, -Infinity, -0]);
+    expect(Object.is(v.a[7], -0)).toBe(true);
+    expect([v.s, v.e]).toEqual(['Infinity 12345678901234567', 0]);
+  });
+});

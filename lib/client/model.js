@@ -45,13 +45,13 @@ class RemoteModel {
   /** `runAsync`, on the server `pin` when given: resolves `{ server, tensors }`. */
   [SEND](inputs, options, pin) {
     try {
-      const { request, wanted, classified } = buildRequest(this, inputs, options, this.#client.binary);
+      const { request, wanted, classified, asked } = buildRequest(this, inputs, options, this.#client.binary);
       const o = options || {};
       if (o.signal && o.signal.aborted) throw o.signal.reason;
       // A plain infer may be sent again to another server; a sequence's step may not.
       const idempotent = o.sequence === undefined;
       const sent = this.#client.infer(this.name, this.version, request, { signal: o.signal, timeoutMs: o.timeoutMs, idempotent, pin });
-      return sent.then(({ server, response }) => ({ server, tensors: readResponse(server.url, response, wanted, { f16: this.#f16, into: o.into, classified }) }));
+      return sent.then(({ server, response }) => ({ server, tensors: readResponse(server.url, response, wanted, { f16: this.#f16, into: o.into, classified, asked }) }));
     } catch (err) {
       return Promise.reject(err);
     }

@@ -78,7 +78,7 @@ function buildRequest(model, inputs, options, binary) {
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new TypeError('runAsync() option signal must be an AbortSignal');
   const outputs = o.outputs !== undefined || classCount !== undefined ? wanted.map((x) => ({ name: x.name, classCount })) : undefined;
   if (o.into !== undefined && (!Array.isArray(o.into) || o.into.length !== wanted.length)) throw new TypeError(`runAsync() option into must be an array of ${wanted.length} TypedArrays, one per output`);
-  return { request: { inputs: tensors, outputs, parameters }, wanted, classified: classCount !== undefined };
+  return { request: { inputs: tensors, outputs, parameters }, wanted, classified: classCount !== undefined, asked: o.outputs !== undefined };
 }
 
 /** A sequence's parameters: `{ id, start, end }` (id a safe integer or a string). */
@@ -97,9 +97,11 @@ function sequenceParameters(sequence) {
  * The Tensors of a response, in the order asked (the model's output order by default), each
  * `{ name, dtype, shape, data }`; written into `into` when given.
  */
-function readResponse(server, response, wanted, { f16, into, classified }) {
+function readResponse(server, response, wanted, { f16, into, classified, asked }) {
   const byName = new Map(response.outputs.map((o) => [o.name, o]));
-  return wanted.map((w, i) => {
+  // Not asked for by name, an output a model did not give (an optional one) is left out.
+  const given = asked || into !== undefined ? wanted : wanted.filter((w) => byName.has(w.name));
+  return given.map((w, i) => {
     const o = byName.get(w.name);
     if (o === undefined) throw responseError(server, `has no output ${JSON.stringify(w.name)}`);
     const dtype = PROTOCOL[w.dtype] === o.datatype || classified ? (PROTOCOL_DTYPE[o.datatype] ?? o.datatype) : null;

@@ -8,29 +8,31 @@ const http = require('node:http');
 const https = require('node:https');
 const { httpError, connectionError, timeoutError, responseError } = require('./errors');
 
-const NON_FINITE = /"\u0000(NaN|-?Infinity|-?\d+)\u0000"/g;
+// The marker JSON.stringify writes for a NUL: bigints and non-finite numbers are marked strings
+// first, then written bare.
+const MARK = '\u0000\u0001zgc';
+const MARKED = /"\\u0000\\u0001zgc(NaN|-?Infinity|-?\d+|-0\.0)\\u0000\\u0001zgc"/g;
 
-/** A request body as JSON, with bigints as their digits and NaN, ±Infinity as Python writes them. */
+/** A request body as JSON, with bigints as their digits, and NaN, ±Infinity and -0 as Python writes them. */
 function jsonText(value) {
-  const text = JSON.stringify(value, (_, v) => (typeof v === 'bigint' ? `\u0000${v}\u0000` : typeof v === 'number' && !Number.isFinite(v) ? `\u0000${v}\u0000` : v));
-  return text.replace(NON_FINITE, '$1');
+  const text = JSON.stringify(value, (_, v) => (typeof v === 'bigint' || (typeof v === 'number' && !Number.isFinite(v)) ? `${MARK}${v}${MARK}` : Object.is(v, -0) ? `${MARK}-0.0${MARK}` : v));
+  return text.replace(MARKED, '$1');
 }
 
 /**
  * A response's JSON: bare NaN and ±Infinity (as Python's json and Triton write them) read as
- * those numbers; integers past 2^53 kept exact, as bigints, where the host lets a reviver see
- * a number's text.
+ * those numbers, and integers past 2^53 (INT64, UINT64 data) kept exact, as bigints.
  */
 function parseJson(text) {
-  const reviver = (_, v, context) => (typeof v === 'number' && !Number.isSafeInteger(v) && Number.isInteger(v) && context && /^-?\d+$/.test(context.source) ? BigInt(context.source) : v);
-  try {
-    return JSON.parse(text, reviver);
-  } catch (err) {
-    if (!/NaN|Infinity/.test(text)) throw err;
-  }
-  // Outside strings, each bare token becomes a marker string, then the value.
-  const marked = text.replace(/"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)/g, (m, token) => (token ? `"\u0000${token}"` : m));
-  return JSON.parse(marked, (k, v, context) => (typeof v === 'string' && v.startsWith('\u0000') ? Number(v.slice(1)) : reviver(k, v, context)));
+  if (!/NaN|Infinity|\d{16}/.test(text)) return JSON.parse(text);
+  // Outside strings, each such token becomes a marked string, then its value.
+  const marked = text.replace(/"(?:[^"\\]|\\.)*"|(-?Infinity|NaN|(?<![\d.eE+-])-?\d{16,}(?![\d.eE]))/g, (m, token) => (token ? `"\\u0000zgc:${token}"` : m));
+  return JSON.parse(marked, (_, v) => (typeof v === 'string' && v.startsWith('\u0000zgc:') ? revive(v.slice(5)) : v));
+}
+
+function revive(token) {
+  const n = Number(token);
+  return Number.isNaN(n) || !Number.isFinite(n) || Number.isSafeInteger(n) ? n : BigInt(token);
 }
 
 class RestTransport {

@@ -180,7 +180,7 @@ function fromJson(dtype, data, count, f16, fail) {
   if (dtype === 'bf16') return Uint16Array.from(flat, (v) => bf16Bits(v));
   const { Array: A } = DATATYPES[protocol];
   if (A === BigInt64Array || A === BigUint64Array) return A.from(flat, (v) => BigInt(v));
-  return A.from(flat, (v) => (v === true ? 1 : v === false ? 0 : v));
+  return A.from(flat, (v) => (v === true ? 1 : v === false ? 0 : typeof v === 'bigint' ? Number(v) : v));
 }
 
 /** bfloat16 bits of a number, rounded to nearest even. */
