@@ -62,7 +62,7 @@ class Client {
   /** @internal A model's infer on the server picked (or `pin`): resolves `{ server, response }`. */
   infer(name, version, request, { signal, timeoutMs, idempotent, pin }) {
     const prepared = this.#servers.prepare(name, version, request);
-    return this.#servers.call((t) => t.infer(name, version, prepared, { signal, timeoutMs }), { idempotent, pin, signal });
+    return this.#servers.call((t) => t.infer(name, version, prepared, { signal, timeoutMs, idempotent }), { idempotent, pin, signal });
   }
 
   #one(f) {

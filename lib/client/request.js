@@ -19,12 +19,33 @@ function sourceError(code, source, detail) {
   return new ZgcError(code, `source ${JSON.stringify(source)}: ${detail}`, { source });
 }
 
+/** The dtype of an input a model's metadata does not describe, from its TypedArray. */
+const DTYPE_OF_ARRAY = { Float32Array: 'f32', Float64Array: 'f64', Float16Array: 'f16', Int8Array: 'i8', Int16Array: 'i16', Int32Array: 'i32', BigInt64Array: 'i64', Uint8Array: 'u8', Uint16Array: 'u16', Uint32Array: 'u32', BigUint64Array: 'u64' };
+
+function guessedDtype(name, data) {
+  if (ArrayBuffer.isView(data) && DTYPE_OF_ARRAY[data[Symbol.toStringTag]]) return DTYPE_OF_ARRAY[data[Symbol.toStringTag]];
+  if (Array.isArray(data) && data.length > 0 && data.every((v) => typeof v === 'string' || v instanceof Uint8Array)) return 'bytes';
+  if (Array.isArray(data) && data.length > 0 && data.every((v) => typeof v === 'boolean')) return 'bool';
+  throw sourceError('ERR_ZGC_DTYPE', name, 'the model\'s metadata does not describe its inputs: give a TypedArray, or { shape, data, dtype }');
+}
+
+/** An input a model's metadata does not describe (it lists none): its dtype and shape from the value. */
+function undescribed(name, value) {
+  const tensor = value !== null && typeof value === 'object' && !ArrayBuffer.isView(value) && !Array.isArray(value);
+  const data = tensor ? value.data : value;
+  const dtype = tensor && value.dtype !== undefined ? value.dtype : guessedDtype(name, data);
+  if (PROTOCOL[dtype] === undefined) throw sourceError('ERR_ZGC_DTYPE', name, `dtype ${JSON.stringify(dtype)} is none of ${Object.keys(PROTOCOL).join(', ')}`);
+  const length = data !== null && data !== undefined && typeof data.length === 'number' ? data.length : 1;
+  return { name, dtype, shape: tensor && Array.isArray(value.shape) ? value.shape.map(() => -1) : [length] };
+}
+
 /** One input `value` for `source` ({ name, dtype, shape }): its datatype, shape and bytes or JSON. */
 function inputTensor(source, value, binary) {
   let shape = source.shape;
   let data = value;
   if (value !== null && typeof value === 'object' && !ArrayBuffer.isView(value) && !Array.isArray(value)) {
-    if (!Array.isArray(value.shape) || value.data === undefined) throw sourceError('ERR_ZGC_VALUE', source.name, 'a tensor is { shape, data }');
+    if (!Array.isArray(value.shape) || value.data === undefined) throw sourceError('ERR_ZGC_VALUE', source.name, 'a tensor is { shape, data } (and its dtype, when the model does not say)');
+    if (value.dtype !== undefined && value.dtype !== source.dtype) throw sourceError('ERR_ZGC_DTYPE', source.name, `the model takes ${source.dtype}, got dtype ${JSON.stringify(value.dtype)}`);
     shape = value.shape;
     data = value.data;
     if (shape.length !== source.shape.length || shape.some((d, i) => !Number.isSafeInteger(d) || d < 0 || (source.shape[i] >= 0 && source.shape[i] !== d))) {
@@ -49,8 +70,9 @@ function buildRequest(model, inputs, options, binary) {
   if (options !== undefined && options !== null) refuseUnknownKeys('runAsync()', options, RUN_OPTIONS);
   const o = options || {};
   if (inputs === null || typeof inputs !== 'object') throw new TypeError(`runAsync() inputs must be an object of input names to values, got ${inputs === null ? 'null' : typeof inputs}`);
+  const described = model.sources.length > 0;
   const tensors = Object.keys(inputs).map((name) => {
-    const source = model.sources.find((s) => s.name === name);
+    const source = described ? model.sources.find((s) => s.name === name) : undescribed(name, inputs[name]);
     if (source === undefined) throw sourceError('ERR_ZGC_UNKNOWN_SOURCE', name, `model ${JSON.stringify(model.name)} has no such input (its inputs: ${model.sources.map((s) => s.name).join(', ')})`);
     return inputTensor(source, inputs[name], binary);
   });
@@ -68,7 +90,8 @@ function buildRequest(model, inputs, options, binary) {
   if (o.outputs !== undefined) {
     if (!Array.isArray(o.outputs) || o.outputs.length === 0) throw new TypeError('runAsync() option outputs must be a non-empty array of output names');
     wanted = o.outputs.map((name) => {
-      const out = model.outputs.find((x) => x.name === name);
+      // A model whose metadata lists no outputs takes any name; the response says its dtype.
+      const out = model.outputs.length === 0 && typeof name === 'string' ? { name, dtype: undefined } : model.outputs.find((x) => x.name === name);
       if (out === undefined) throw new ZgcError('ERR_ZGC_OUTPUT_INDEX', `model ${JSON.stringify(model.name)} has no output ${JSON.stringify(name)} (its outputs: ${model.outputs.map((x) => x.name).join(', ')})`);
       return out;
     });
@@ -100,11 +123,13 @@ function sequenceParameters(sequence) {
 function readResponse(server, response, wanted, { f16, into, classified, asked }) {
   const byName = new Map(response.outputs.map((o) => [o.name, o]));
   // Not asked for by name, an output a model did not give (an optional one) is left out.
-  const given = asked || into !== undefined ? wanted : wanted.filter((w) => byName.has(w.name));
+  // A model whose metadata lists no outputs gives those the response has, in its order.
+  const listed = wanted.length > 0 ? wanted : response.outputs.map((o) => ({ name: o.name, dtype: PROTOCOL_DTYPE[o.datatype] ?? o.datatype }));
+  const given = asked || into !== undefined ? listed : listed.filter((w) => byName.has(w.name));
   return given.map((w, i) => {
     const o = byName.get(w.name);
     if (o === undefined) throw responseError(server, `has no output ${JSON.stringify(w.name)}`);
-    const dtype = PROTOCOL[w.dtype] === o.datatype || classified ? (PROTOCOL_DTYPE[o.datatype] ?? o.datatype) : null;
+    const dtype = w.dtype === undefined || PROTOCOL[w.dtype] === o.datatype || classified ? (PROTOCOL_DTYPE[o.datatype] ?? o.datatype) : null;
     if (dtype === null) throw responseError(server, `gives output ${JSON.stringify(o.name)} as ${o.datatype}; the model's metadata says ${PROTOCOL[w.dtype]}`);
     const shape = (o.shape || []).map(Number);
     const fail = (detail) => responseError(server, `output ${JSON.stringify(o.name)} ${detail}`);

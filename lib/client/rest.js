@@ -51,14 +51,25 @@ class RestTransport {
    * One request: resolves `{ status, headers, body }` (a Buffer of its own memory) for any
    * status. Rejects on a connection that fails, `timeoutMs` passing, or `signal`.
    */
-  request(method, path, { body, headers, signal, timeoutMs } = {}) {
+  request(method, path, options = {}) {
+    return this.send(method, path, options).catch((err) => {
+      // A kept-alive connection the server closed as this request went out: sent again once,
+      // on a new connection, when it may run twice (Node's reusedSocket advice).
+      if (err.reused && options.idempotent !== false) return this.send(method, path, options);
+      throw err;
+    });
+  }
+
+  send(method, path, { body, headers, signal, timeoutMs } = {}) {
     return new Promise((resolve, reject) => {
       if (signal && signal.aborted) return reject(signal.reason);
       let sent = false;
+      let answered = false;
       let timer;
       const req = this.lib.request(
         { method, host: this.url.hostname, port: this.url.port, path: this.base + path, agent: this.agent, headers: { ...this.headers, ...headers, ...(body ? { 'Content-Length': body.byteLength } : {}) } },
         (res) => {
+          answered = true;
           const length = Number(res.headers['content-length']);
           const chunks = [];
           let got = 0;
@@ -101,7 +112,11 @@ class RestTransport {
         if (!socket.connecting) sent = true;
         else socket.once('connect', () => (sent = true));
       });
-      req.on('error', (err) => done(connectionError(this.server, err, sent)));
+      req.on('error', (err) => {
+        const lost = connectionError(this.server, err, sent);
+        if (req.reusedSocket && !answered && (err.code === 'ECONNRESET' || err.code === 'EPIPE')) lost.reused = true;
+        done(lost);
+      });
       if (body) req.end(body);
       else req.end();
     });
@@ -220,8 +235,8 @@ class RestTransport {
    * Sends a prepared infer. Resolves `{ id, modelName, modelVersion, parameters, outputs }`,
    * each output with `bytes` (binary) or `data` (JSON).
    */
-  async infer(name, version, { body, headers }, { signal, timeoutMs }) {
-    const res = await this.request('POST', `${modelPath(name, version)}/infer`, { body, headers, signal, timeoutMs });
+  async infer(name, version, { body, headers }, { signal, timeoutMs, idempotent }) {
+    const res = await this.request('POST', `${modelPath(name, version)}/infer`, { body, headers, signal, timeoutMs, idempotent });
     if (res.status >= 400) throw this.refusal(res);
     return this.inferResponse(res);
   }
@@ -239,7 +254,8 @@ class RestTransport {
     let pos = headLength;
     const outputs = (head.outputs || []).map((o) => {
       const size = o.parameters && o.parameters.binary_data_size;
-      if (size === undefined) return { name: o.name, datatype: o.datatype, shape: o.shape, parameters: o.parameters || {}, data: o.data };
+      // KServe writes absent parameters as null.
+      if (size === undefined || size === null) return { name: o.name, datatype: o.datatype, shape: o.shape, parameters: o.parameters || {}, data: o.data };
       if (pos + size > res.body.length) throw responseError(this.server, `output ${JSON.stringify(o.name)} says ${size} bytes; ${res.body.length - pos} are left`);
       const bytes = res.body.subarray(pos, pos + size);
       pos += size;
