@@ -88,6 +88,28 @@ function bitsOf(dtype, data) {
     }
   });
 
+  test('a stream of requests (ModelStreamInfer): each answered once, by its id, final', async () => {
+    const client = await connect(address('grpc'), { f16: 'bits' });
+    try {
+      const model = await client.model('alltypes');
+      const stream = client.stream();
+      stream.send(model, { in_INT64: INPUTS.in_INT64 }, { id: 'a' });
+      stream.send(model, { in_FP16: INPUTS.in_FP16, in_BYTES: INPUTS.in_BYTES }, { id: 'b' });
+      stream.send(model, { in_FP32: INPUTS.in_FP32 }, { id: 'c', outputs: ['out_FP64'] });
+      stream.end();
+      const got = {};
+      for await (const r of stream) (got[r.id] ??= []).push(r);
+      expect(Object.keys(got).sort()).toEqual(['a', 'b', 'c']);
+      expect(got.a.map((r) => [r.final, r.tensors.map((t) => [t.name, bitsOf(t.dtype, t.data)])])).toEqual([[true, [['out_INT64', bitsOf('i64', INPUTS.in_INT64.data)]]]]);
+      expect(got.b.map((r) => [r.final, r.tensors.map((t) => [t.name, bitsOf(t.dtype, t.data)])])).toEqual([[true, [['out_FP16', bitsOf('f16', INPUTS.in_FP16.data)], ['out_BYTES', bitsOf('bytes', INPUTS.in_BYTES.data)]]]]);
+      // out_FP64 asked for, which the model does not give without in_FP64: Triton answers
+      // without it, and so does the stream.
+      expect(got.c).toEqual([{ id: 'c', model: 'alltypes', version: '1', final: true, tensors: [] }]);
+    } finally {
+      client.close();
+    }
+  });
+
   test("Triton's refusals, health and repository, over both", async () => {
     for (const kind of ['rest', 'grpc']) {
       const client = await connect(address(kind));

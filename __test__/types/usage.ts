@@ -138,6 +138,11 @@ async function clientUsage(): Promise<void> {
   await seq.run({ x: [1, 2, 3, 4] }, { end: true });
   const stats: ServerStats[] = spread.stats();
   console.log(outs[0].dtype, outs[0].shape, mlp.sources[0].dtype, stats[0].outstanding, await server.repositoryIndex());
+  const stream = spread.stream();
+  stream.send(mlp, { x: [1, 2, 3, 4] }, { id: 'r1' });
+  stream.end();
+  for await (const r of stream) console.log(r.id, r.final, r.tensors?.length, r.error?.code);
+  for await (const step of mlp.responses({ x: { shape: [4], data: new Float32Array(4), dtype: 'f32' } })) console.log(step[0].data);
   // @ts-expect-error f16 is float32, bits or float16
   await connect('http://x', { f16: 'half' });
   // @ts-expect-error inputs are TypedArrays, arrays or { shape, data }

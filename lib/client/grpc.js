@@ -112,6 +112,26 @@ function contentsData(c) {
   return [];
 }
 
+/** A decoded ModelInferResponse as the transports give it: outputs with `bytes` or `data`. */
+function inferResponse(r) {
+  const raw = r.rawOutputContents;
+  const outputs = r.outputs.map((o, i) => {
+    const base = { name: o.name, datatype: o.datatype, shape: o.shape, parameters: plainParameters(o.parameters) };
+    return raw.length > 0 ? { ...base, bytes: raw[i] } : { ...base, data: contentsData(o.contents || {}) };
+  });
+  return { id: r.id, modelName: r.modelName, modelVersion: r.modelVersion, parameters: plainParameters(r.parameters), outputs };
+}
+
+const StreamResponse = schema([
+  [1, 'errorMessage', 'string'],
+  [2, 'inferResponse', 'message', { schema: RESPONSES.ModelInfer }],
+]);
+
+function streamResponse(m) {
+  if (m.errorMessage) return { error: m.errorMessage, id: m.inferResponse ? m.inferResponse.id : undefined };
+  return { response: inferResponse(m.inferResponse || { outputs: [], rawOutputContents: [], parameters: [] }) };
+}
+
 class GrpcTransport {
   constructor(url, options) {
     const grpc = loadGrpc();
@@ -141,8 +161,7 @@ class GrpcTransport {
           if (aborted) return reject(signal.reason);
           if (!err) return resolve(value);
           if (err.code === GRPC.DEADLINE_EXCEEDED && timeoutMs !== undefined) return reject(timeoutError(this.server, timeoutMs));
-          if (err.code === GRPC.UNAVAILABLE && /ECONNREFUSED|No connection established|connect/i.test(err.details || '')) return reject(connectionError(this.server, { code: 'UNAVAILABLE', message: err.details }, false));
-          return reject(grpcError(this.server, err.code, err.details));
+          return reject(this.callError(err));
         },
       );
       const onAbort = () => {
@@ -252,13 +271,21 @@ class GrpcTransport {
   }
 
   async infer(name, version, body, options) {
-    const r = await this.call('ModelInfer', body, options);
-    const raw = r.rawOutputContents;
-    const outputs = r.outputs.map((o, i) => {
-      const base = { name: o.name, datatype: o.datatype, shape: o.shape, parameters: plainParameters(o.parameters) };
-      return raw.length > 0 ? { ...base, bytes: raw[i] } : { ...base, data: contentsData(o.contents || {}) };
-    });
-    return { id: r.id, modelName: r.modelName, modelVersion: r.modelVersion, parameters: plainParameters(r.parameters), outputs };
+    return inferResponse(await this.call('ModelInfer', body, options));
+  }
+
+  /**
+   * A ModelStreamInfer call: write prepared requests to it; it emits 'data' with
+   * `{ error, id }` or `{ response }` (as `infer` resolves), and 'error' for the call's end.
+   */
+  stream() {
+    return this.client.makeBidiStreamRequest(SERVICE + 'ModelStreamInfer', (b) => b, (b) => streamResponse(decode(StreamResponse, b)), this.metadata, {});
+  }
+
+  /** A gRPC error of a call (a stream's) as the client's error. */
+  callError(err) {
+    if (err.code === GRPC.UNAVAILABLE && /ECONNREFUSED|No connection established|connect/i.test(err.details || '')) return connectionError(this.server, { code: 'UNAVAILABLE', message: err.details }, false);
+    return grpcError(this.server, err.code, err.details);
   }
 
   close() {

@@ -35,7 +35,7 @@ export interface RemoteTensorInfo {
 }
 
 /** A TypedArray or array (when the shape is fully known), or `{ shape, data }`. */
-export type RemoteInput = ArrayBufferView | ReadonlyArray<number | boolean | bigint | string | Uint8Array> | number | boolean | { shape: number[]; data: ArrayBufferView | ReadonlyArray<number | boolean | bigint | string | Uint8Array> }
+export type RemoteInput = ArrayBufferView | ReadonlyArray<number | boolean | bigint | string | Uint8Array> | number | boolean | { shape: number[]; data: ArrayBufferView | ReadonlyArray<number | boolean | bigint | string | Uint8Array>; dtype?: RemoteDtype }
 
 export interface RemoteRunOptions {
   signal?: AbortSignal
@@ -61,6 +61,29 @@ export interface RemoteSequence extends AsyncDisposable {
   close(): Promise<void>
 }
 
+/** One response on a stream: a request's Tensors (a decoupled model gives several, the last `final`), or its error. */
+export interface StreamResponse {
+  readonly id: string | undefined
+  readonly final: boolean
+  readonly model?: string
+  readonly version?: string
+  readonly tensors?: RemoteTensor[]
+  readonly error?: ZgcError
+}
+
+/** gRPC's ModelStreamInfer: requests to one server, their responses as they come. */
+export declare class RemoteStream implements AsyncIterable<StreamResponse> {
+  private constructor()
+  readonly url: string
+  readonly pending: number
+  /** Sends a request; returns its id (options.id, else the stream's own). */
+  send(model: RemoteModel, inputs: Record<string, RemoteInput>, options?: Omit<RemoteRunOptions, 'signal' | 'timeoutMs'> & { id?: string | number }): string
+  /** No more requests: the iteration ends once those sent are answered. */
+  end(): void
+  cancel(): void
+  [Symbol.asyncIterator](): AsyncIterator<StreamResponse>
+}
+
 export declare class RemoteModel {
   private constructor()
   readonly name: string
@@ -72,6 +95,9 @@ export declare class RemoteModel {
   runAsync(inputs?: Record<string, RemoteInput>, options?: RemoteRunOptions): Promise<RemoteTensor[]>
   ready(): Promise<boolean>
   sequence(options?: { id?: number | string }): RemoteSequence
+  /** The responses of one request (a decoupled model's several), over gRPC. */
+  responses(inputs?: Record<string, RemoteInput>, options?: Omit<RemoteRunOptions, 'timeoutMs'>): AsyncIterableIterator<RemoteTensor[]>
+  readonly f16: 'float32' | 'bits' | 'float16'
 }
 
 export interface ServerStats {
@@ -107,6 +133,8 @@ export declare class Client {
   sharedMemoryStatus(region?: string): Promise<unknown>
   logSettings(settings?: Record<string, unknown>): Promise<Record<string, unknown>>
   traceSettings(model?: string, settings?: Record<string, unknown>): Promise<Record<string, unknown>>
+  /** A stream of requests (gRPC's ModelStreamInfer) to one server. */
+  stream(): RemoteStream
   stats(): ServerStats[]
   close(): void
 }

@@ -8,6 +8,7 @@ const { ZgcError } = require('../errors');
 const { refuseUnknownKeys } = require('../options');
 const { RemoteModel, RemoteSequence } = require('./model');
 const { Servers } = require('./servers');
+const { RemoteStream } = require('./stream');
 
 const CONNECT_OPTIONS = ['binary', 'headers', 'f16', 'maxSockets', 'retryAfterMs', 'grpcOptions', 'checkMs'];
 
@@ -36,6 +37,8 @@ function parseUrl(u) {
 class Client {
   #servers;
   #f16;
+  /** Streams not yet over: close() cancels them (a closed gRPC channel waits for its calls). */
+  #streams = new Set();
 
   constructor(servers, f16, binary) {
     this.#servers = servers;
@@ -63,6 +66,16 @@ class Client {
   infer(name, version, request, { signal, timeoutMs, idempotent, pin }) {
     const prepared = this.#servers.prepare(name, version, request);
     return this.#servers.call((t) => t.infer(name, version, prepared, { signal, timeoutMs, idempotent }), { idempotent, pin, signal });
+  }
+
+  /**
+   * A stream of requests to one server (gRPC's ModelStreamInfer), and their responses as an
+   * async iterable: `send(model, inputs, options)`, `end()`, `cancel()`.
+   */
+  stream() {
+    const stream = new RemoteStream(this.#servers.pick(new Set()), this.binary, () => this.#streams.delete(stream));
+    this.#streams.add(stream);
+    return stream;
   }
 
   #one(f) {
@@ -127,8 +140,9 @@ class Client {
     return this.#servers.stats();
   }
 
-  /** Closes the connections; requests in flight fail. */
+  /** Closes the connections; requests in flight fail, and open streams are cancelled. */
   close() {
+    for (const stream of this.#streams) stream.cancel();
     this.#servers.close();
   }
 }
@@ -162,4 +176,4 @@ async function connect(target, options = {}) {
   return new Client(servers, f16, [...kinds][0] === 'grpc' || options.binary !== false);
 }
 
-module.exports = { connect, Client, RemoteModel, RemoteSequence, ZgcError };
+module.exports = { connect, Client, RemoteModel, RemoteSequence, RemoteStream, ZgcError };

@@ -4,5 +4,5 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 const client = require('./index.js');
 
-export const { connect, Client, RemoteModel, RemoteSequence, ZgcError } = client;
+export const { connect, Client, RemoteModel, RemoteSequence, RemoteStream, ZgcError } = client;
 export default client;

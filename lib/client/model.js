@@ -24,6 +24,8 @@ class RemoteModel {
   constructor(client, metadata, version, f16) {
     this.#client = client;
     this.#f16 = f16;
+    /** How f16 outputs come back: 'float32', 'bits' or 'float16'. */
+    this.f16 = f16;
     this.name = metadata.name;
     /** The version asked for (undefined: the server's choice), and those the server lists. */
     this.version = version;
@@ -55,6 +57,60 @@ class RemoteModel {
     } catch (err) {
       return Promise.reject(err);
     }
+  }
+
+  /**
+   * The responses of one request, as an async iterable of Tensor lists: a decoupled model's
+   * several (gRPC's ModelStreamInfer), ending after its last. Inputs are checked and copied now.
+   */
+  responses(inputs = {}, options = {}) {
+    const { signal, ...rest } = options || {};
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('responses() option signal must be an AbortSignal');
+    if (signal && signal.aborted) throw signal.reason;
+    const stream = this.#client.stream();
+    try {
+      stream.send(this, inputs, rest);
+    } catch (err) {
+      stream.cancel();
+      throw err;
+    }
+    stream.end();
+    const onAbort = () => stream.cancel();
+    if (signal) signal.addEventListener('abort', onAbort, { once: true });
+    const it = stream[Symbol.asyncIterator]();
+    let over = false;
+    const finish = () => {
+      over = true;
+      if (signal) signal.removeEventListener('abort', onAbort);
+      it.return();
+    };
+    return {
+      async next() {
+        while (!over) {
+          const { value, done } = await it.next();
+          if (signal && signal.aborted) {
+            finish();
+            throw signal.reason;
+          }
+          if (done) break;
+          if (value.error) {
+            finish();
+            throw value.error;
+          }
+          if (value.final) finish();
+          if (value.tensors.length > 0) return { value: value.tensors, done: false };
+        }
+        finish();
+        return { value: undefined, done: true };
+      },
+      async return() {
+        finish();
+        return { value: undefined, done: true };
+      },
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+    };
   }
 
   /** Whether the server has this model (version) ready. */
