@@ -232,6 +232,37 @@ describe('several servers', () => {
   });
 });
 
+describe('a server left out comes back', () => {
+  test('once it answers ready again (asked every retryAfterMs), it takes requests again', async () => {
+    const port = await deadPort();
+    const client = await connect([live.server.url, `http://127.0.0.1:${port}`], { retryAfterMs: 50 });
+    let late;
+    try {
+      const add = await client.model('add');
+      const run = async () => expect(Array.from((await add.runAsync({ a: [1, 2, 3, 4], b: [4, 3, 2, 1] }))[0].data)).toEqual([5, 5, 5, 5]);
+      for (let i = 0; i < 4; i++) await run();
+      expect(client.stats()[1]).toMatchObject({ available: false, outstanding: 0 });
+      expect(client.stats()[1].failures).toBeGreaterThanOrEqual(1);
+      const failures = client.stats()[1].failures;
+      // Now something listens there: the next probe finds it ready.
+      const { createServer } = require('../../lib/serve');
+      late = createServer({ models: [live.repo], log: () => {} });
+      await new Promise((resolve) => late.listen(port, '127.0.0.1', resolve));
+      const deadline = Date.now() + 10000;
+      while (!client.stats()[1].available && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(client.stats()[1].available).toBe(true);
+      const before = client.stats()[1].requests;
+      await Promise.all(Array.from({ length: 10 }, run));
+      expect(client.stats()[1].requests).toBeGreaterThan(before);
+      // Probes are not requests: no failure was added while it was away.
+      expect(client.stats()[1].failures).toBe(failures);
+    } finally {
+      client.close();
+      if (late) await late.shutdown({ deadlineMs: 5000 });
+    }
+  });
+});
+
 describe('the package entry', () => {
   test('zgc-runtime/client resolves to this module, from CommonJS and ESM', async () => {
     const pkg = JSON.parse(fs.readFileSync(require.resolve('../../package.json'), 'utf8'));
