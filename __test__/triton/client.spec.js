@@ -110,6 +110,24 @@ function bitsOf(dtype, data) {
     }
   });
 
+  test("sharedMemory: 'auto': Triton takes the tensors through this client's regions, over both", async () => {
+    for (const kind of ['rest', 'grpc']) {
+      const client = await connect(address(kind), { sharedMemory: 'auto' });
+      expect(client.sharedMemory).toBe(true);
+      const add = await client.model('add');
+      for (let k = 0; k < 3; k++) {
+        const a = Float32Array.of(k, 1.5, -2, 1e-3);
+        const b = Float32Array.of(1, 2, 3, 4);
+        expect(Array.from((await add.runAsync({ a, b }))[0].data)).toEqual(Array.from(a, (v, j) => Math.fround(v + b[j])));
+      }
+      const status = await (await fetch(`${triton.url}/v2/systemsharedmemory/status`)).json();
+      expect(status.map((r) => r.name).filter((n) => n.startsWith(`zgc-client-${process.pid}-`))).toHaveLength(1);
+      await client.close();
+      const after = await (await fetch(`${triton.url}/v2/systemsharedmemory/status`)).json();
+      expect(after.filter((r) => r.name.startsWith(`zgc-client-${process.pid}-`))).toEqual([]);
+    }
+  });
+
   test("Triton's refusals, health and repository, over both", async () => {
     for (const kind of ['rest', 'grpc']) {
       const client = await connect(address(kind));
@@ -119,7 +137,7 @@ function bitsOf(dtype, data) {
         expect(missing.message).toContain("Request for unknown model: 'nope' is not found");
         expect([await client.live(), await client.ready(), await client.modelReady('alltypes'), await client.modelReady('nope')]).toEqual([true, true, true, false]);
         expect(await client.metadata()).toMatchObject({ name: 'triton', version: '2.51.0' });
-        expect((await client.repositoryIndex()).map((m) => [m.name, m.state])).toEqual([['alltypes', 'READY']]);
+        expect((await client.repositoryIndex()).map((m) => [m.name, m.state])).toEqual([['add', 'READY'], ['alltypes', 'READY']]);
       } finally {
         client.close();
       }

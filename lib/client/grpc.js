@@ -97,6 +97,13 @@ function parameter(w, number, key, value) {
   w.message(number, entry);
 }
 
+/** Where a tensor is in a shared memory region, as the protocol's parameters say it. */
+function shmParameters(w, number, place) {
+  parameter(w, number, 'shared_memory_region', place.region);
+  parameter(w, number, 'shared_memory_byte_size', place.size);
+  parameter(w, number, 'shared_memory_offset', place.offset);
+}
+
 /** The protocol's parameters of a decoded message, as plain values. */
 function plainParameters(list) {
   const out = {};
@@ -115,9 +122,16 @@ function contentsData(c) {
 /** A decoded ModelInferResponse as the transports give it: outputs with `bytes` or `data`. */
 function inferResponse(r) {
   const raw = r.rawOutputContents;
+  // One raw entry an output (empty for one left in shared memory, as Triton and serve send
+  // them), or, from a server that leaves those out, one for each of the others.
+  const aligned = raw.length === r.outputs.length;
+  let k = 0;
   const outputs = r.outputs.map((o, i) => {
     const base = { name: o.name, datatype: o.datatype, shape: o.shape, parameters: plainParameters(o.parameters) };
-    return raw.length > 0 ? { ...base, bytes: raw[i] } : { ...base, data: contentsData(o.contents || {}) };
+    const shm = base.parameters.shared_memory_region !== undefined;
+    if (shm && !aligned) return { ...base, shm: true };
+    if (raw.length === 0) return { ...base, data: contentsData(o.contents || {}) };
+    return { ...base, bytes: aligned ? raw[i] : raw[k++], ...(shm ? { shm: true } : {}) };
   });
   return { id: r.id, modelName: r.modelName, modelVersion: r.modelVersion, parameters: plainParameters(r.parameters), outputs };
 }
@@ -217,6 +231,20 @@ class GrpcTransport {
     await this.call('RepositoryModelUnload', w.finish());
   }
 
+  async registerRegion(name, key, size) {
+    const w = new Writer();
+    w.string(1, name);
+    w.string(2, key);
+    w.uint(4, size);
+    await this.call('SystemSharedMemoryRegister', w.finish());
+  }
+
+  async unregisterRegion(name) {
+    const w = new Writer();
+    w.string(1, name);
+    await this.call('SystemSharedMemoryUnregister', w.finish());
+  }
+
   notHere(what) {
     return Promise.reject(new TypeError(`${what} is given over REST by this client; connect to the server's http:// address for it`));
   }
@@ -253,15 +281,18 @@ class GrpcTransport {
       input.string(1, t.name);
       input.string(2, t.datatype);
       input.packedInt64(3, t.shape);
+      if (t.shm) shmParameters(input, 4, t.shm);
       w.message(5, input);
     }
     for (const o of request.outputs || []) {
       const out = new Writer();
       out.string(1, o.name);
       if (o.classCount) parameter(out, 2, 'classification', o.classCount);
+      if (o.shm) shmParameters(out, 2, o.shm);
       w.message(6, out);
     }
     for (const t of request.inputs) {
+      if (t.shm) continue;
       w.tag(7, 2);
       w.varint(t.bytes.byteLength);
       w.raw(t.bytes);

@@ -136,7 +136,10 @@ export declare class Client {
   /** A stream of requests (gRPC's ModelStreamInfer) to one server. */
   stream(): RemoteStream
   stats(): ServerStats[]
-  close(): void
+  /** Whether tensors go through shared memory (sharedMemory: 'auto' found a server here that takes them). */
+  readonly sharedMemory: boolean
+  /** Closes the connections and cancels open streams; resolves once shared memory regions are unregistered and removed. */
+  close(): Promise<void>
 }
 
 export interface ConnectOptions {
@@ -152,6 +155,8 @@ export interface ConnectOptions {
   retryAfterMs?: number
   /** Channel options for @grpc/grpc-js. */
   grpcOptions?: Record<string, unknown>
+  /** 'auto': tensors through POSIX shared memory when the one server is on this host and lists system_shared_memory (Linux). Default 'off'. */
+  sharedMemory?: 'auto' | 'off'
 }
 
 /** Connects to a server (http://, https://, grpc://, grpcs://), or spreads requests over several. */

@@ -9,8 +9,11 @@ const { refuseUnknownKeys } = require('../options');
 const { RemoteModel, RemoteSequence } = require('./model');
 const { Servers } = require('./servers');
 const { RemoteStream } = require('./stream');
+const { Regions, placeInRegion, regionBytes, readPlace } = require('./shm');
+const { DATATYPES, PROTOCOL } = require('../protocol/datatypes');
 
-const CONNECT_OPTIONS = ['binary', 'headers', 'f16', 'maxSockets', 'retryAfterMs', 'grpcOptions', 'checkMs'];
+const CONNECT_OPTIONS = ['binary', 'headers', 'f16', 'maxSockets', 'retryAfterMs', 'grpcOptions', 'sharedMemory'];
+const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
 
 /** The transport of `url`: REST for http(s)://, gRPC for grpc:// (grpcs:// with TLS). */
 function transportOf(url, options) {
@@ -40,10 +43,19 @@ class Client {
   /** Streams not yet over: close() cancels them (a closed gRPC channel waits for its calls). */
   #streams = new Set();
 
-  constructor(servers, f16, binary) {
+  /** Shared memory regions with the one server, when `sharedMemory: 'auto'` found it can. */
+  #regions = null;
+
+  constructor(servers, f16, binary, regions) {
     this.#servers = servers;
     this.#f16 = f16;
     this.binary = binary;
+    this.#regions = regions;
+  }
+
+  /** Whether tensors go through shared memory (`sharedMemory: 'auto'`, and the server is here and takes it). */
+  get sharedMemory() {
+    return this.#regions !== null;
   }
 
   /** The servers' addresses. */
@@ -62,10 +74,44 @@ class Client {
     return new RemoteModel(this, response, version, f16);
   }
 
-  /** @internal A model's infer on the server picked (or `pin`): resolves `{ server, response }`. */
-  infer(name, version, request, { signal, timeoutMs, idempotent, pin }) {
+  /**
+   * @internal A model's infer on the server picked (or `pin`): resolves `{ server, response }`.
+   * `wanted`: the outputs asked for, which a shared memory region makes room for.
+   */
+  infer(name, version, request, { signal, timeoutMs, idempotent, pin, wanted }) {
+    const region = this.#region(request, wanted);
+    if (region !== null) return this.#inferShared(name, version, request, region, { signal, timeoutMs, idempotent, pin });
     const prepared = this.#servers.prepare(name, version, request);
     return this.#servers.call((t) => t.infer(name, version, prepared, { signal, timeoutMs, idempotent }), { idempotent, pin, signal });
+  }
+
+  /** A region for this request, its inputs written into it now; null when it goes over the wire. */
+  #region(request, wanted) {
+    if (this.#regions === null || request.outputs !== undefined && request.outputs.some((o) => o.classCount)) return null;
+    if (!request.inputs.every((t) => t.bytes !== undefined && t.dtype !== 'bytes')) return null;
+    const outputBytes = [];
+    for (const w of wanted) {
+      const type = DATATYPES[PROTOCOL[w.dtype]];
+      if (type === undefined || type.size === 0 || !w.shape.every((d) => d >= 0)) return null;
+      outputBytes.push({ name: w.name, bytes: w.shape.reduce((a, b) => a * b, 1) * type.size });
+    }
+    if (outputBytes.length === 0) return null;
+    const region = this.#regions.take(regionBytes(request, outputBytes));
+    if (region === null) return null;
+    return { region, places: placeInRegion(request, region, outputBytes) };
+  }
+
+  async #inferShared(name, version, request, { region, places }, options) {
+    try {
+      await region.registered;
+      const prepared = this.#servers.prepare(name, version, request);
+      const sent = await this.#servers.call((t) => t.infer(name, version, prepared, options), { idempotent: options.idempotent, pin: options.pin, signal: options.signal });
+      // The outputs placed in the region are read from it, whatever the response says of them.
+      for (const o of sent.response.outputs) if (places.has(o.name)) o.bytes = readPlace(region, places.get(o.name));
+      return sent;
+    } finally {
+      this.#regions.give(region);
+    }
   }
 
   /**
@@ -140,9 +186,13 @@ class Client {
     return this.#servers.stats();
   }
 
-  /** Closes the connections; requests in flight fail, and open streams are cancelled. */
-  close() {
+  /**
+   * Closes the connections; requests in flight fail, and open streams are cancelled. Resolves
+   * once shared memory regions are unregistered and removed.
+   */
+  async close() {
     for (const stream of this.#streams) stream.cancel();
+    if (this.#regions !== null) await this.#regions.close();
     this.#servers.close();
   }
 }
@@ -166,14 +216,23 @@ async function connect(target, options = {}) {
   const kinds = new Set(urls.map((u) => (u.protocol.startsWith('grpc') ? 'grpc' : 'rest')));
   if (kinds.size > 1) throw new TypeError('connect(): the addresses mix REST and gRPC; give one kind');
   const f16 = checkF16(options.f16);
+  const sharedMemory = options.sharedMemory ?? 'off';
+  if (sharedMemory !== 'off' && sharedMemory !== 'auto') throw new TypeError(`connect() option sharedMemory must be 'auto' or 'off', got ${String(sharedMemory)}`);
   const servers = new Servers(urls.map((u) => ({ url: u.href.replace(/\/$/, ''), transport: transportOf(u, options) })), options);
+  const binary = [...kinds][0] === 'grpc' || options.binary !== false;
+  let regions = null;
   try {
     await servers.call((t) => t.live(), { idempotent: true });
+    // One server on this host that lists the extension: regions with it (Linux's /dev/shm).
+    if (sharedMemory === 'auto' && binary && urls.length === 1 && process.platform === 'linux' && LOOPBACK.has(urls[0].hostname)) {
+      const { response } = await servers.call((t) => t.serverMetadata(), { idempotent: true });
+      if ((response.extensions || []).includes('system_shared_memory')) regions = new Regions(servers.list[0].transport);
+    }
   } catch (err) {
     servers.close();
     throw err;
   }
-  return new Client(servers, f16, [...kinds][0] === 'grpc' || options.binary !== false);
+  return new Client(servers, f16, binary, regions);
 }
 
 module.exports = { connect, Client, RemoteModel, RemoteSequence, RemoteStream, ZgcError };

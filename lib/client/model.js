@@ -52,7 +52,7 @@ class RemoteModel {
       if (o.signal && o.signal.aborted) throw o.signal.reason;
       // A plain infer may be sent again to another server; a sequence's step may not.
       const idempotent = o.sequence === undefined;
-      const sent = this.#client.infer(this.name, this.version, request, { signal: o.signal, timeoutMs: o.timeoutMs, idempotent, pin });
+      const sent = this.#client.infer(this.name, this.version, request, { signal: o.signal, timeoutMs: o.timeoutMs, idempotent, pin, wanted });
       return sent.then(({ server, response }) => ({ server, tensors: readResponse(server.url, response, wanted, { f16: this.#f16, into: o.into, classified, asked }) }));
     } catch (err) {
       return Promise.reject(err);

@@ -193,6 +193,14 @@ class RestTransport {
     return this.json('GET', region === undefined ? '/v2/systemsharedmemory/status' : `/v2/systemsharedmemory/region/${encodeURIComponent(region)}/status`);
   }
 
+  async registerRegion(name, key, size) {
+    await this.json('POST', `/v2/systemsharedmemory/region/${encodeURIComponent(name)}/register`, { key, offset: 0, byte_size: size });
+  }
+
+  async unregisterRegion(name) {
+    await this.json('POST', `/v2/systemsharedmemory/region/${encodeURIComponent(name)}/unregister`);
+  }
+
   logSettings(settings) {
     return settings === undefined ? this.json('GET', '/v2/logging') : this.json('POST', '/v2/logging', settings);
   }
@@ -211,7 +219,8 @@ class RestTransport {
     const pieces = [];
     header.inputs = request.inputs.map((t) => {
       const input = { name: t.name, shape: t.shape, datatype: t.datatype };
-      if (this.binary) {
+      if (t.shm) input.parameters = shmParameters(t.shm);
+      else if (this.binary) {
         pieces.push(t.bytes);
         input.parameters = { binary_data_size: t.bytes.byteLength };
       } else input.data = t.json;
@@ -219,6 +228,7 @@ class RestTransport {
     });
     if (request.outputs !== undefined) {
       header.outputs = request.outputs.map((o) => {
+        if (o.shm) return { name: o.name, parameters: shmParameters(o.shm) };
         const p = { ...(this.binary ? { binary_data: true } : {}), ...(o.classCount ? { classification: o.classCount } : {}) };
         return Object.keys(p).length ? { name: o.name, parameters: p } : { name: o.name };
       });
@@ -254,6 +264,7 @@ class RestTransport {
     let pos = headLength;
     const outputs = (head.outputs || []).map((o) => {
       const size = o.parameters && o.parameters.binary_data_size;
+      if (o.parameters && o.parameters.shared_memory_region !== undefined) return { name: o.name, datatype: o.datatype, shape: o.shape, parameters: o.parameters, shm: true };
       // KServe writes absent parameters as null.
       if (size === undefined || size === null) return { name: o.name, datatype: o.datatype, shape: o.shape, parameters: o.parameters || {}, data: o.data };
       if (pos + size > res.body.length) throw responseError(this.server, `output ${JSON.stringify(o.name)} says ${size} bytes; ${res.body.length - pos} are left`);
@@ -268,6 +279,9 @@ class RestTransport {
     this.agent.destroy();
   }
 }
+
+/** Where a tensor is in a shared memory region, as the protocol's parameters say it. */
+const shmParameters = (place) => ({ shared_memory_region: place.region, shared_memory_byte_size: place.size, shared_memory_offset: place.offset });
 
 function modelPath(name, version) {
   const m = `/v2/models/${encodeURIComponent(name)}`;
