@@ -6,7 +6,7 @@
 // binary REST (and shared memory, where the server takes it) against a memcpy floor: the same
 // bytes copied once each way in this process. Serve runs in its own process; rounds alternate
 // between contenders and each figure is the median of its rounds.
-//   node bench/client.js [--quick] [--rounds N]
+//   node bench/client.js [--quick] [--rounds N]   (npm run bench runs it too)
 const { spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -104,11 +104,13 @@ function python(kind, url) {
 
 async function main() {
   const repo = repository();
-  const server = await startServe(repo);
+  const server = await startServe(repo, ['--allow-client-shm']);
   const rest = await connect(server.url);
   const grpc = await connect(server.grpc);
+  const shared = await connect(server.url, { sharedMemory: 'auto' });
+  if (!shared.sharedMemory) throw new Error('the shared memory client did not turn it on');
   try {
-    const [tinyRest, tinyGrpc, bigRest] = [await rest.model('tiny'), await grpc.model('tiny'), await rest.model('big')];
+    const [tinyRest, tinyGrpc, bigRest, bigGrpc, bigShm] = [await rest.model('tiny'), await grpc.model('tiny'), await rest.model('big'), await grpc.model('big'), await shared.model('big')];
     const a = Float32Array.of(0, 1, 2, 3);
     const b = Float32Array.of(1, 1, 1, 1);
     // The same binary request the client sends, by a bare fetch.
@@ -133,7 +135,7 @@ async function main() {
       Buffer.from(scratch.buffer, scratch.byteOffset, 4 * N1M).copy(Buffer.from(out.buffer));
     };
 
-    const rows = { 'client REST': [], 'client gRPC': [], 'bare fetch': [], 'tritonclient HTTP': [], 'tritonclient gRPC': [], '1M client REST (ms)': [], '1M memcpy floor (ms)': [] };
+    const rows = { 'client REST': [], 'client gRPC': [], 'bare fetch': [], 'tritonclient HTTP': [], 'tritonclient gRPC': [], '1M client REST (ms)': [], '1M client gRPC (ms)': [], '1M client shared memory (ms)': [], '1M memcpy floor (ms)': [] };
     for (let r = 0; r < ROUNDS; r++) {
       rows['client REST'].push(await rate(() => tinyRest.runAsync({ a, b })));
       rows['client gRPC'].push(await rate(() => tinyGrpc.runAsync({ a, b })));
@@ -141,6 +143,8 @@ async function main() {
       rows['tritonclient HTTP'].push(python('http', server.url.replace('http://', '')));
       rows['tritonclient gRPC'].push(python('grpc', server.grpcHost));
       rows['1M client REST (ms)'].push(await perRun(() => bigRest.runAsync(big, { into: [out] }), quick ? 5 : 15));
+      rows['1M client gRPC (ms)'].push(await perRun(() => bigGrpc.runAsync(big, { into: [out] }), quick ? 5 : 15));
+      rows['1M client shared memory (ms)'].push(await perRun(() => bigShm.runAsync(big, { into: [out] }), quick ? 5 : 15));
       rows['1M memcpy floor (ms)'].push(await perRun(memcpy, 15));
     }
     const result = Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, v.some((x) => x === null) ? null : median(v)]));
@@ -148,15 +152,18 @@ async function main() {
     console.log(`\nzgc-runtime/client against serve on loopback (${ROUNDS} rounds, medians; one request in flight)`);
     for (const k of ['client REST', 'client gRPC', 'bare fetch', 'tritonclient HTTP', 'tritonclient gRPC']) line(k, result[k], 'req/s');
     line('1M client REST', result['1M client REST (ms)'], 'ms');
+    line('1M client gRPC', result['1M client gRPC (ms)'], 'ms');
+    line('1M shared memory', result['1M client shared memory (ms)'], 'ms');
     line('1M memcpy floor', result['1M memcpy floor (ms)'], 'ms');
     const ratio = (x, y) => (x === null || y === null ? '—' : `${(x / y).toFixed(2)}x`);
-    console.log(`client REST / bare fetch ${ratio(result['client REST'], result['bare fetch'])}; client REST / tritonclient HTTP ${ratio(result['client REST'], result['tritonclient HTTP'])}; client gRPC / tritonclient gRPC ${ratio(result['client gRPC'], result['tritonclient gRPC'])}; 1M REST / memcpy ${ratio(result['1M client REST (ms)'], result['1M memcpy floor (ms)'])}`);
+    console.log(`client REST / bare fetch ${ratio(result['client REST'], result['bare fetch'])}; client REST / tritonclient HTTP ${ratio(result['client REST'], result['tritonclient HTTP'])}; client gRPC / tritonclient gRPC ${ratio(result['client gRPC'], result['tritonclient gRPC'])}; 1M REST / memcpy ${ratio(result['1M client REST (ms)'], result['1M memcpy floor (ms)'])}; 1M gRPC / memcpy ${ratio(result['1M client gRPC (ms)'], result['1M memcpy floor (ms)'])}; 1M shared memory / memcpy ${ratio(result['1M client shared memory (ms)'], result['1M memcpy floor (ms)'])}`);
     fs.mkdirSync(path.join(root, 'target'), { recursive: true });
     fs.writeFileSync(path.join(root, 'target', 'bench-client.json'), `${JSON.stringify({ date: new Date().toISOString(), rounds: ROUNDS, rows, result }, null, 2)}\n`);
     return result;
   } finally {
     rest.close();
     grpc.close();
+    await shared.close();
     await server.stop();
     fs.rmSync(repo, { recursive: true, force: true });
   }

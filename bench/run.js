@@ -38,6 +38,7 @@ const { services, report } = require('./services');
 const { serving, reportServing } = require('./serving');
 const { isolation, reportIsolation } = require('./isolation');
 const { scheduling, reportScheduling } = require('./scheduling');
+const { clientBench } = require('./client');
 
 let python = null;
 try {
@@ -239,6 +240,7 @@ async function main() {
   const http = await serving({ quick, python: process.argv.includes('--python-servers') });
   process.stderr.write('scheduling\n');
   const sched = await scheduling({ quick });
+  const client = await clientBench();
   const cols = ['floor', 'run', 'into', 'runAsync', 'koffi', 'python'];
   const header = ['workload', ...cols.map((c) => (c === 'floor' ? 'C floor' : c === 'into' ? 'run {into}' : c))];
   const lines = [header];
@@ -263,7 +265,7 @@ async function main() {
   console.log(`\n${reportServing(http)}`);
   console.log(`\n${reportScheduling(sched)}`);
   const machine = { cpus: os.cpus().length, model: os.cpus()[0].model, node: process.version, platform: `${process.platform}-${process.arch}`, date: new Date().toISOString() };
-  fs.writeFileSync(path.join(__dirname, 'results.json'), `${JSON.stringify({ machine, method: 'median ns per operation over 15 batches of >= 40 ms (Python: 3-15 batches)', workloads: rows, ratios, service: svc, isolation: iso, serving: http, scheduling: sched }, null, 2)}\n`);
+  fs.writeFileSync(path.join(__dirname, 'results.json'), `${JSON.stringify({ machine, method: 'median ns per operation over 15 batches of >= 40 ms (Python: 3-15 batches)', workloads: rows, ratios, service: svc, isolation: iso, serving: http, scheduling: sched, client }, null, 2)}\n`);
   console.log(`\nwritten to bench/results.json (${machine.model}, ${machine.cpus} CPUs, Node ${machine.node})`);
 }
 

@@ -5,6 +5,7 @@
 // raw_input_contents and come back as views of the response's buffer.
 
 const { Writer, schema, decode, messages } = require('../protocol/pb');
+const { decodeLogSettings, decodeTraceSetting, encodeLogSettings, encodeTraceSetting } = require('../protocol/settings-pb');
 const { grpcError, connectionError, timeoutError, GRPC } = require('./errors');
 
 const SERVICE = '/inference.GRPCInferenceService/';
@@ -65,6 +66,31 @@ const RESPONSES = {
           [2, 'version', 'string'],
           [3, 'state', 'string'],
           [4, 'reason', 'string'],
+        ]),
+      },
+    ],
+  ]),
+  SystemSharedMemoryStatus: schema([
+    [
+      1,
+      'regions',
+      'map',
+      {
+        schema: schema([
+          [1, 'key', 'string'],
+          [
+            2,
+            'value',
+            'message',
+            {
+              schema: schema([
+                [1, 'name', 'string'],
+                [2, 'key', 'string'],
+                [3, 'offset', 'uint64'],
+                [4, 'byteSize', 'uint64'],
+              ]),
+            },
+          ],
         ]),
       },
     ],
@@ -158,7 +184,7 @@ class GrpcTransport {
   }
 
   /** One unary call of `method` with the request bytes `body`; resolves the decoded response. */
-  call(method, body, { signal, timeoutMs } = {}) {
+  call(method, body, { signal, timeoutMs, decodeWith } = {}) {
     return new Promise((resolve, reject) => {
       if (signal && signal.aborted) return reject(signal.reason);
       const options = timeoutMs === undefined ? {} : { deadline: Date.now() + timeoutMs };
@@ -166,7 +192,7 @@ class GrpcTransport {
       const call = this.client.makeUnaryRequest(
         SERVICE + method,
         (b) => b,
-        (b) => decode(RESPONSES[method] || RESPONSES.Empty, b),
+        decodeWith || ((b) => decode(RESPONSES[method] || RESPONSES.Empty, b)),
         body,
         this.metadata,
         options,
@@ -201,8 +227,14 @@ class GrpcTransport {
     return (await this.call('ServerReady', Buffer.alloc(0))).ready === true;
   }
 
+  /** False also for a model or version the server does not know (some say NOT_FOUND, Triton says not ready). */
   async modelReady(name, version) {
-    return (await this.call('ModelReady', this.nameVersion(name, version))).ready === true;
+    try {
+      return (await this.call('ModelReady', this.nameVersion(name, version))).ready === true;
+    } catch (err) {
+      if (err.code === 'ERR_ZGC_REMOTE_NOT_FOUND') return false;
+      throw err;
+    }
   }
 
   serverMetadata() {
@@ -257,16 +289,31 @@ class GrpcTransport {
     return this.notHere('statistics');
   }
 
-  sharedMemoryStatus() {
-    return this.notHere('shared memory status');
+  /** The regions, as REST lists them: `{ name, key, offset, byte_size }[]`. */
+  async sharedMemoryStatus(region) {
+    const w = new Writer();
+    w.string(1, region);
+    const { regions } = await this.call('SystemSharedMemoryStatus', w.finish());
+    return regions.map(({ value: r }) => ({ name: r.name, key: r.key, offset: r.offset ?? 0, byte_size: r.byteSize ?? 0 }));
   }
 
-  logSettings() {
-    return this.notHere('log settings');
+  /** The log settings (each a boolean, number or string, as REST gives them); with `settings`, changes them. */
+  async logSettings(settings) {
+    const r = await this.call('LogSettings', settings === undefined ? Buffer.alloc(0) : encodeLogSettings(settings), { decodeWith: decodeLogSettings });
+    return r.settings;
   }
 
-  traceSettings() {
-    return this.notHere('trace settings');
+  /**
+   * The trace settings as REST gives them (trace_level a list, the others a string); with
+   * `settings`, changes them (null clears one).
+   */
+  async traceSettings(model, settings) {
+    const w = new Writer();
+    // An empty list clears a setting (as tritonclient sends None).
+    if (settings !== undefined) w.raw(encodeTraceSetting(Object.fromEntries(Object.entries(settings).map(([k, v]) => [k, v === null ? [] : Array.isArray(v) ? v.map(String) : [String(v)]]))));
+    w.string(2, model);
+    const r = await this.call('TraceSetting', w.finish(), { decodeWith: decodeTraceSetting });
+    return Object.fromEntries(Object.entries(r.settings).map(([k, v]) => [k, k === 'trace_level' || v === null || v.length !== 1 ? v : v[0]]));
   }
 
   /** A ModelInferRequest, written now: inputs' bytes go as raw_input_contents. */

@@ -15,7 +15,7 @@ const { HEALTH_DEFINITION, healthImplementation } = require('./grpc-health');
 const { tritonModelConfig } = require('./model-config');
 const { modelConfigResponse } = require('./model-config-pb');
 const { modelStatistics } = require('./statistics');
-const { decodeLogSettings, decodeTraceSetting, encodeLogSettings, encodeTraceSetting } = require('./settings-pb');
+const { decodeLogSettings, decodeTraceSetting, encodeLogSettings, encodeTraceSetting } = require('../protocol/settings-pb');
 const { LoadError } = require('./repository');
 const { resolveVersion: resolveVersionIn, metadata, notServing, controlOff } = require('./context');
 
