@@ -73,4 +73,9 @@ if (process.platform === 'linux' && process.arch === 'x64') {
   console.log(`${TRITON} (Triton 2.51), ${GRPC_HEALTH} in ${path.relative(process.cwd(), TRITON_VENV)}`);
 }
 
+// MLServer 1.7 (with the reference runtime it serves the artifacts through), for the client's
+// tests and the serving benchmark: in the machine's cache, made once (it takes a minute).
+const { venv } = require('../bench/python-servers');
+console.log(`mlserver in ${venv('mlserver')}`);
+
 module.exports = { PYTHON, GRPC_PYTHON };

@@ -58,8 +58,9 @@ async function startKserve() {
   }, 20000);
 
   const KINDS = [
-    ['REST (binary)', () => `http://127.0.0.1:${kserve.http}`, {}],
-    ['REST (JSON)', () => `http://127.0.0.1:${kserve.http}`, { binary: false }],
+    // KServe lists no binary_tensor_data, so JSON is the default; it takes binary when asked.
+    ['REST (binary)', () => `http://127.0.0.1:${kserve.http}`, { binary: true }],
+    ['REST (JSON)', () => `http://127.0.0.1:${kserve.http}`, {}],
     ['gRPC', () => `grpc://127.0.0.1:${kserve.grpc}`, {}],
   ];
 

@@ -100,4 +100,4 @@ async function startTriton(shapes) {
   return { url: t.url, grpc: `127.0.0.1:${t.grpc}`, stop: async () => (await t.stop(), fs.rmSync(repo, { recursive: true, force: true })) };
 }
 
-module.exports = { startMlserver, startKserve, startTriton };
+module.exports = { startMlserver, startKserve, startTriton, venv };

@@ -143,7 +143,7 @@ export declare class Client {
 }
 
 export interface ConnectOptions {
-  /** REST: the binary tensor data extension (default true) or JSON. */
+  /** REST: the binary tensor data extension (true) or JSON (false); by default binary where the server lists the extension. */
   binary?: boolean
   /** Sent with every request (HTTP headers, gRPC metadata). */
   headers?: Record<string, string>

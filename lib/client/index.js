@@ -218,15 +218,23 @@ async function connect(target, options = {}) {
   const f16 = checkF16(options.f16);
   const sharedMemory = options.sharedMemory ?? 'off';
   if (sharedMemory !== 'off' && sharedMemory !== 'auto') throw new TypeError(`connect() option sharedMemory must be 'auto' or 'off', got ${String(sharedMemory)}`);
+  if (options.binary !== undefined && typeof options.binary !== 'boolean') throw new TypeError(`connect() option binary must be a boolean, got ${String(options.binary)}`);
   const servers = new Servers(urls.map((u) => ({ url: u.href.replace(/\/$/, ''), transport: transportOf(u, options) })), options);
-  const binary = [...kinds][0] === 'grpc' || options.binary !== false;
+  const grpc = [...kinds][0] === 'grpc';
+  let binary = grpc || options.binary !== false;
   let regions = null;
   try {
-    await servers.call((t) => t.live(), { idempotent: true });
+    const { response: meta } = await servers.call((t) => t.serverMetadata(), { idempotent: true });
+    const extensions = Array.isArray(meta.extensions) ? meta.extensions : [];
+    // Binary tensors unless asked otherwise, where the server lists the extension (MLServer
+    // does not take it, and answers a binary body 500).
+    if (!grpc && options.binary === undefined && !extensions.includes('binary_tensor_data')) {
+      binary = false;
+      for (const s of servers.list) s.transport.binary = false;
+    }
     // One server on this host that lists the extension: regions with it (Linux's /dev/shm).
-    if (sharedMemory === 'auto' && binary && urls.length === 1 && process.platform === 'linux' && LOOPBACK.has(urls[0].hostname)) {
-      const { response } = await servers.call((t) => t.serverMetadata(), { idempotent: true });
-      if ((response.extensions || []).includes('system_shared_memory')) regions = new Regions(servers.list[0].transport);
+    if (sharedMemory === 'auto' && binary && urls.length === 1 && process.platform === 'linux' && LOOPBACK.has(urls[0].hostname) && extensions.includes('system_shared_memory')) {
+      regions = new Regions(servers.list[0].transport);
     }
   } catch (err) {
     servers.close();
