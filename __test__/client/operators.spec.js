@@ -58,14 +58,15 @@ describe.each([['REST', () => live.server.url], ['gRPC', () => `grpc://127.0.0.1
     expect((await client.traceSettings('add', { trace_rate: null })).trace_rate).toBe((await rest('/v2/trace/setting')).trace_rate);
   });
 
-  test('model configuration and statistics: over REST as the server gives them; over gRPC a TypeError naming REST', async () => {
+  test('model configuration: as REST gives it, over both; statistics over REST, and over gRPC a TypeError naming REST', async () => {
+    for (const name of ['add', 'dtypes', 'slow', 'slowtimeout']) {
+      expect([name, await client.modelConfig(name)]).toEqual([name, await rest(`/v2/models/${name}/config`)]);
+    }
     if (kind === 'REST') {
-      expect(await client.modelConfig('add')).toEqual(await rest('/v2/models/add/config'));
       const stats = await client.statistics('add', 1);
       expect(stats.model_stats.map((m) => [m.name, m.version])).toEqual([['add', '1']]);
     } else {
-      await expect(client.modelConfig('add')).rejects.toThrow("a model configuration is given over REST by this client; connect to the server's http:// address for it");
-      await expect(client.statistics()).rejects.toThrow(TypeError);
+      await expect(client.statistics()).rejects.toThrow("statistics is given over REST by this client; connect to the server's http:// address for it");
     }
   });
 });

@@ -6,6 +6,7 @@
 
 const { Writer, schema, decode, messages } = require('../protocol/pb');
 const { decodeLogSettings, decodeTraceSetting, encodeLogSettings, encodeTraceSetting } = require('../protocol/settings-pb');
+const { decodeModelConfigResponse } = require('../protocol/model-config-pb');
 const { grpcError, connectionError, timeoutError, GRPC } = require('./errors');
 
 const SERVICE = '/inference.GRPCInferenceService/';
@@ -281,8 +282,9 @@ class GrpcTransport {
     return Promise.reject(new TypeError(`${what} is given over REST by this client; connect to the server's http:// address for it`));
   }
 
-  modelConfig() {
-    return this.notHere('a model configuration');
+  /** The model's configuration, under the proto's field names as REST gives it (the fields model_config.proto's table here holds). */
+  async modelConfig(name, version) {
+    return (await this.call('ModelConfig', this.nameVersion(name, version), { decodeWith: decodeModelConfigResponse })).config;
   }
 
   statistics() {

@@ -1,10 +1,10 @@
 'use strict';
 
-// gRPC's ModelConfig: the ModelConfig of model-config.js (proto field names, as REST sends it)
-// written as model_config.proto's message, field by field from the table below (the numbers
-// and types of the proto, for the fields serve fills).
+// gRPC's ModelConfig: a ModelConfig under the proto's field names (as REST sends it) written
+// as model_config.proto's message, and read back, field by field from the table below (the
+// numbers and types of the proto, for the fields serve fills; others are stepped over).
 
-const { Writer } = require('../protocol/pb');
+const { Writer, schema, decode } = require('./pb');
 
 const ENUMS = {
   DataType: { TYPE_INVALID: 0, TYPE_BOOL: 1, TYPE_UINT8: 2, TYPE_UINT16: 3, TYPE_UINT32: 4, TYPE_UINT64: 5, TYPE_INT8: 6, TYPE_INT16: 7, TYPE_INT32: 8, TYPE_INT64: 9, TYPE_FP16: 10, TYPE_FP32: 11, TYPE_FP64: 12, TYPE_STRING: 13, TYPE_BF16: 14 },
@@ -25,7 +25,7 @@ const DynamicBatching = [[1, 'preferred_batch_size', 'ints'], [2, 'max_queue_del
 const Direct = [[1, 'max_queue_delay_microseconds', 'uint']];
 const Oldest = [[1, 'max_candidate_sequences', 'uint'], [2, 'preferred_batch_size', 'ints'], [3, 'max_queue_delay_microseconds', 'uint'], [4, 'preserve_ordering', 'bool']];
 const SequenceBatching = [[3, 'direct', 'message', Direct], [4, 'oldest', 'message', Oldest], [1, 'max_sequence_idle_microseconds', 'uint']];
-const InstanceGroup = [[1, 'name', 'string'], [4, 'kind', 'enum', 'Kind'], [2, 'count', 'uint'], [3, 'gpus', 'ints'], [5, 'profile', 'strings'], [7, 'passive', 'bool'], [9, 'host_policy', 'string']];
+const InstanceGroup = [[1, 'name', 'string'], [4, 'kind', 'enum', 'Kind'], [2, 'count', 'uint'], [3, 'gpus', 'ints'], [8, 'secondary_devices', 'messages', []], [5, 'profile', 'strings'], [7, 'passive', 'bool'], [9, 'host_policy', 'string']];
 const ModelConfig = [
   [1, 'name', 'string'],
   [2, 'platform', 'string'],
@@ -80,4 +80,52 @@ function modelConfigResponse({ config }) {
   return w.finish();
 }
 
-module.exports = { modelConfigResponse };
+/** The decoding schemas of the table: parameters as map entries, enums and lists as varints. */
+const ParameterValue = schema([[1, 'string_value', 'string']]);
+const ParameterEntry = schema([
+  [1, 'key', 'string'],
+  [2, 'value', 'message', { schema: ParameterValue }],
+]);
+const schemas = new Map();
+function schemaOf(table) {
+  if (!schemas.has(table)) {
+    const fields = table.map(([number, name, type, sub]) => {
+      if (type === 'message' || type === 'messages') return [number, name, 'message', { schema: schemaOf(sub), repeated: type === 'messages' }];
+      if (type === 'parameters') return [number, name, 'map', { schema: ParameterEntry }];
+      if (type === 'ints') return [number, name, 'int64', { repeated: true }];
+      if (type === 'strings') return [number, name, 'string', { repeated: true }];
+      return [number, name, type === 'string' ? 'string' : type === 'bool' ? 'bool' : 'int64'];
+    });
+    schemas.set(table, schema(fields));
+  }
+  return schemas.get(table);
+}
+
+/** What proto3 leaves off the wire and REST's JSON prints: each scalar's and list's default. */
+const DEFAULTS = { string: '', uint: 0, bool: false, enum: 0, ints: [], strings: [], messages: [] };
+
+/** A decoded message as REST's JSON: enums by name, defaults filled in, absent messages left out. */
+function plain(table, msg) {
+  const out = {};
+  for (const [, name, type, sub] of table) {
+    let v = msg[name];
+    if (v === undefined && type in DEFAULTS) v = DEFAULTS[type];
+    if (v === undefined) continue;
+    if (type === 'enum') out[name] = Object.keys(ENUMS[sub]).find((k) => ENUMS[sub][k] === v) ?? v;
+    else if (type === 'message') out[name] = plain(sub, v);
+    else if (type === 'messages') out[name] = v.map((m) => plain(sub, m));
+    else if (type === 'parameters') out[name] = Object.fromEntries(v.map(({ key, value }) => [key, { string_value: value ? value.string_value ?? '' : '' }]));
+    else out[name] = v;
+  }
+  return out;
+}
+
+const ConfigResponse = schema([[1, 'config', 'message', { schema: schemaOf(ModelConfig) }]]);
+
+/** A ModelConfigResponse's bytes as `{ config }`, the fields of the table under the proto's names. */
+function decodeModelConfigResponse(buf) {
+  const { config } = decode(ConfigResponse, buf);
+  return { config: plain(ModelConfig, config || {}) };
+}
+
+module.exports = { modelConfigResponse, decodeModelConfigResponse };
