@@ -28,20 +28,33 @@ function f16Value(bits) {
   return sign * (1 + frac / 1024) * 2 ** (exp - 15);
 }
 
-/** The binary16 bits of `v`, rounded to nearest, ties to even (NaN as the quiet NaN 0x7e00). */
-function f16Bits(v) {
-  if (Number.isNaN(v)) return 0x7e00;
-  const sign = v < 0 || Object.is(v, -0) ? 0x8000 : 0;
+/**
+ * The bits of `v` as a binary float of `exponent` and `mantissa` bits, rounded to nearest,
+ * ties to even, straight from the double (never through f32: that would round twice). NaN is
+ * the quiet NaN.
+ */
+function floatBits(v, exponent, mantissa) {
+  const top = (1 << exponent) - 1;
+  if (Number.isNaN(v)) return (top << mantissa) | (1 << (mantissa - 1));
+  const sign = v < 0 || Object.is(v, -0) ? 1 << (exponent + mantissa) : 0;
   const a = Math.abs(v);
-  // 65520 is halfway between 65504, the largest f16, and 65536: it and above round to infinity.
-  if (a >= 65520) return sign | 0x7c00;
-  if (a < 2 ** -14) return sign | evenRound(a * 2 ** 24); // subnormal; 1024 is the smallest normal's bits
+  const bias = top >> 1;
+  // Halfway between the largest finite value and the next power of two: from there, infinity.
+  if (a >= (2 - 2 ** -(mantissa + 1)) * 2 ** bias) return sign | (top << mantissa);
+  // Subnormal; the carry into 1 << mantissa is the smallest normal's bits.
+  if (a < 2 ** (1 - bias)) return sign | evenRound(a * 2 ** (mantissa + bias - 1));
   let e = Math.floor(Math.log2(a));
   if (2 ** e > a) e--;
   else if (2 ** (e + 1) <= a) e++;
-  const frac = evenRound((a / 2 ** e - 1) * 1024);
-  return sign | (((e + 15) << 10) + frac);
+  const frac = evenRound((a / 2 ** e - 1) * 2 ** mantissa);
+  return sign | (((e + bias) << mantissa) + frac);
 }
+
+/** The binary16 bits of `v`, rounded to nearest, ties to even (NaN as the quiet NaN 0x7e00). */
+const f16Bits = (v) => floatBits(v, 5, 10);
+
+/** The bfloat16 bits of `v`, rounded to nearest, ties to even (NaN as 0x7fc0). */
+const bf16Bits = (v) => floatBits(v, 8, 7);
 
 /** `q` (exact, non-negative) rounded to the nearest integer, ties to even. */
 function evenRound(q) {
@@ -66,4 +79,4 @@ function f16Values(bits) {
   return out;
 }
 
-module.exports = { shortestF32, shortestF32s, f16Value, f16Values, f16Bits };
+module.exports = { shortestF32, shortestF32s, f16Value, f16Values, f16Bits, bf16Bits };

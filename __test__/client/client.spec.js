@@ -155,6 +155,22 @@ describe.each(KINDS)('a remote model over %s', (_, kind, options) => {
     await pool.close();
   });
 
+  test('a sequence run refused before it is sent changes nothing: the next one starts the sequence', async () => {
+    const remote = await client.model('acc');
+    const pool = createPool(fixture('accum'), { size: 1 });
+    const localSeq = pool.sequence();
+    const seq = remote.sequence();
+    await expect(seq.run({ x: [1, 2] })).rejects.toMatchObject({ code: 'ERR_ZGC_SIZE', source: 'x' });
+    await expect(seq.run({ x: [1, 2, 3, 4] }, { end: true, outputs: ['nope'] })).rejects.toMatchObject({ code: 'ERR_ZGC_OUTPUT_INDEX' });
+    expect([seq.runs, seq.ended]).toEqual([0, false]);
+    for (const x of [[1, 2, 3, 4], [0.5, 0, 0, 1]]) {
+      const want = (await localSeq.run({ x })).map((t) => Array.from(t.data));
+      expect((await seq.run({ x })).map((t) => Array.from(t.data))).toEqual(want);
+    }
+    await localSeq.close();
+    await pool.close();
+  });
+
   test('classification answers the top classes as bytes "value:index"', async () => {
     const remote = await client.model('add');
     const [top] = await remote.runAsync({ a: [1, 9, 3, 4], b: [0, 0, 0, 0] }, { classification: 2 });

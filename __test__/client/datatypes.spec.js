@@ -33,6 +33,27 @@ describe('f16 rounding', () => {
   });
 });
 
+describe('bf16 rounding', () => {
+  const { bf16Bits } = require('../../lib/numbers');
+  const value = (b) => new Float32Array(new Uint32Array([b << 16]).buffer)[0];
+
+  test('every finite bf16 value gives its own bits back; midpoints go to the even one, from the double at once', () => {
+    for (let b = 0; b < 0x10000; b++) {
+      const v = value(b);
+      if (!Number.isNaN(v) && bf16Bits(v) !== b) throw new Error(`bits ${b} came back as ${bf16Bits(v)}`);
+    }
+    for (let b = 0; b < 0x7f7f; b++) {
+      const [lo, hi] = [value(b), value(b + 1)];
+      const mid = (lo + hi) / 2;
+      const hair = (hi - lo) / 1024;
+      if (bf16Bits(mid) !== (b % 2 ? b + 1 : b) || bf16Bits(mid + hair) !== b + 1 || bf16Bits(mid - hair) !== b) throw new Error(`between bits ${b} and ${b + 1}`);
+    }
+    // Just past a midpoint by less than f32 can hold: rounding through f32 first would tie, and go to even.
+    expect(bf16Bits(1 + 2 ** -8 + 2 ** -30)).toBe(0x3f81);
+    expect([bf16Bits(NaN), bf16Bits(-Infinity), bf16Bits(-0)]).toEqual([0x7fc0, 0xff80, 0x8000]);
+  });
+});
+
 describe('inputs to bytes, bytes to outputs', () => {
   test('each numeric datatype: little-endian bytes, as DataView writes them, and back', () => {
     const cases = [
@@ -76,6 +97,28 @@ describe('inputs to bytes, bytes to outputs', () => {
     expect(() => toArray('f32', new Float64Array(2), fail)).toThrow('expects a Float32Array or an array of numbers, got a Float64Array');
     expect(() => toArray('bytes', [1], fail)).toThrow('element 0 is number; bytes elements are strings or Uint8Arrays');
     expect(Array.from(toArray('f16', [1, 65504, 1e-8], fail))).toEqual([0x3c00, 0x7bff, 0]);
+  });
+});
+
+describe("gRPC's request parameters", () => {
+  test('sequence ids past 2^53 go exactly, as int64 (or uint64 past int64) varints', () => {
+    const { GrpcTransport } = require('../../lib/client/grpc');
+    const { schema, decode } = require('../../lib/protocol/pb');
+    const Value = schema([[2, 'int64', 'int64n'], [5, 'uint64', 'uint64n'], [3, 'string', 'string']]);
+    const Entry = schema([[1, 'key', 'string'], [2, 'value', 'message', { schema: Value }]]);
+    const Request = schema([[4, 'parameters', 'map', { schema: Entry }]]);
+    const t = new GrpcTransport(new URL('grpc://127.0.0.1:1'), {});
+    try {
+      for (const id of [2n ** 53n + 1n, 2n ** 63n - 1n, 2n ** 64n - 1n, 7, 'seven']) {
+        const bytes = t.prepare('m', undefined, { inputs: [], parameters: { sequence_id: id, priority: 2 } });
+        const params = Object.fromEntries(decode(Request, bytes).parameters.map(({ key, value }) => [key, value]));
+        const want = typeof id === 'string' ? { string: id } : BigInt(id) >= 2n ** 63n ? { uint64: BigInt(id) } : { int64: BigInt(id) };
+        expect([String(id), params.sequence_id]).toEqual([String(id), want]);
+        expect(params.priority).toEqual({ uint64: 2n });
+      }
+    } finally {
+      t.close();
+    }
   });
 });
 

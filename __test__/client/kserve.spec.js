@@ -95,4 +95,18 @@ async function startKserve() {
       client.close();
     }
   });
+
+  test("a FastAPI refusal (422, its words under detail) is ERR_ZGC_REMOTE_INVALID with the server's words", async () => {
+    const { RestTransport } = require('../../lib/client/rest');
+    const t = new RestTransport(new URL(`http://127.0.0.1:${kserve.http}`), {});
+    try {
+      // No inputs: the request body fails KServe's schema, before any model sees it.
+      const err = await t.json('POST', '/v2/models/twice/infer', { outputs: [] }).catch((e) => e);
+      expect(err).toMatchObject({ code: 'ERR_ZGC_REMOTE_INVALID', status: 422 });
+      expect(err.message).toContain('inputs');
+      expect(err.message).not.toBe(`http://127.0.0.1:${kserve.http}: HTTP 422`);
+    } finally {
+      t.close();
+    }
+  });
 });

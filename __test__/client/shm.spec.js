@@ -60,6 +60,21 @@ const serverRegions = async (url) => (await (await fetch(`${url}/v2/systemshared
     expect(ours()).toEqual([]);
   });
 
+  test('a run given up (its timeoutMs passed) drops its region: the server may still write it', async () => {
+    const client = await connect(live.server.url, { sharedMemory: 'auto' });
+    try {
+      const slow = await client.model('slowtimeout');
+      await expect(slow.runAsync({ x: [1, 2, 3, 4] }, { timeoutMs: 20 })).rejects.toMatchObject({ code: 'ERR_ZGC_REMOTE_TIMEOUT' });
+      // Removed at once; the server is told to let it go.
+      expect(ours()).toEqual([]);
+      const add = await client.model('add');
+      expect(Array.from((await add.runAsync({ a: [1, 2, 3, 4], b: [1, 1, 1, 1] }))[0].data)).toEqual([2, 3, 4, 5]);
+      expect(ours()).toHaveLength(1);
+    } finally {
+      await client.close();
+    }
+  });
+
   test("a server that does not list system_shared_memory, or one not on this host, is sent tensors over the wire", async () => {
     const other = require('../serve/setup').listenInProcess;
     const plain = await other([live.repo]);

@@ -113,3 +113,60 @@ describe('closing', () => {
     expect(done.drained).toBe(true);
   });
 });
+
+describe('the stream iterator, asked twice at once', () => {
+  test('each next() settles: two waiting callers get the next two responses', async () => {
+    const client = await connect(`grpc://127.0.0.1:${live.grpcPort}`);
+    try {
+      const gen = await client.model('gen');
+      const stream = client.stream();
+      const it = stream[Symbol.asyncIterator]();
+      // Both wait before anything is sent.
+      const [a, b] = [it.next(), it.next()];
+      stream.send(gen, { x: [4, 1, 0, 0] });
+      const got = await Promise.all([a, b]);
+      expect(answers(got.map((r) => r.value.tensors))).toEqual(steps([4, 1, 0, 0]).slice(0, 2));
+      stream.cancel();
+      // After the end, every waiting caller is told it is over.
+      await expect(Promise.all([it.next(), it.next()])).resolves.toEqual([{ value: undefined, done: true }, { value: undefined, done: true }]);
+      expect(() => stream.send(gen, { x: [1, 0, 0, 0] })).toThrow(expect.objectContaining({ code: 'ERR_ZGC_CLOSED' }));
+    } finally {
+      client.close();
+    }
+  });
+
+  test('send() after end() is refused, and the requests sent before it are answered', async () => {
+    const client = await connect(`grpc://127.0.0.1:${live.grpcPort}`);
+    try {
+      const add = await client.model('add');
+      const stream = client.stream();
+      stream.send(add, { a: [1, 2, 3, 4], b: [1, 1, 1, 1] });
+      stream.end();
+      expect(() => stream.send(add, { a: [1, 2, 3, 4], b: [1, 1, 1, 1] })).toThrow(expect.objectContaining({ code: 'ERR_ZGC_CLOSED', message: 'the stream was ended with end(): it takes no more requests' }));
+      const got = [];
+      for await (const r of stream) got.push(answers([r.tensors])[0]);
+      expect(got).toEqual([[[2, 3, 4, 5]]]);
+    } finally {
+      client.close();
+    }
+  });
+
+  test("a stream that fails ends responses() and leaves no listener on the caller's signal", async () => {
+    const { getEventListeners } = require('node:events');
+    const server = await listenInProcess([live.repo]);
+    const port = await server.server.listenGrpc(0, '127.0.0.1');
+    const client = await connect(`grpc://127.0.0.1:${port}`);
+    const gen = await client.model('gen');
+    await server.stop();
+    const controller = new AbortController();
+    try {
+      for (let i = 0; i < 3; i++) {
+        const it = gen.responses({ x: [1, 0, 0, 0] }, { signal: controller.signal });
+        await expect(it.next()).rejects.toMatchObject({ code: 'ERR_ZGC_CONNECTION', sent: false });
+      }
+      expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+    } finally {
+      client.close();
+    }
+  });
+});

@@ -9,7 +9,7 @@ const { ZgcError } = require('../errors');
 const GRPC = { OK: 0, CANCELLED: 1, UNKNOWN: 2, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, NOT_FOUND: 5, ALREADY_EXISTS: 6, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, FAILED_PRECONDITION: 9, ABORTED: 10, OUT_OF_RANGE: 11, UNIMPLEMENTED: 12, INTERNAL: 13, UNAVAILABLE: 14, DATA_LOSS: 15, UNAUTHENTICATED: 16 };
 
 function httpCode(status) {
-  if (status === 400 || status === 413 || status === 415) return 'ERR_ZGC_REMOTE_INVALID';
+  if (status === 400 || status === 413 || status === 415 || status === 422) return 'ERR_ZGC_REMOTE_INVALID';
   if (status === 404) return 'ERR_ZGC_REMOTE_NOT_FOUND';
   if (status === 503 || status === 429) return 'ERR_ZGC_REMOTE_UNAVAILABLE';
   if (status === 504 || status === 408) return 'ERR_ZGC_REMOTE_TIMEOUT';

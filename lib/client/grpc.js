@@ -7,10 +7,22 @@
 const { Writer, schema, decode, messages } = require('../protocol/pb');
 const { decodeLogSettings, decodeTraceSetting, encodeLogSettings, encodeTraceSetting } = require('../protocol/settings-pb');
 const { decodeModelConfigResponse } = require('../protocol/model-config-pb');
+const { ZgcError } = require('../errors');
 const { grpcError, connectionError, timeoutError, GRPC } = require('./errors');
 
 const SERVICE = '/inference.GRPCInferenceService/';
-const { ParameterEntry, InferTensorContents } = messages;
+const { ParameterEntry } = messages;
+/** An output's typed contents (servers that send no raw bytes, such as MLServer): 64-bit integers exact. */
+const InferTensorContents = schema([
+  [1, 'boolContents', 'bool', { repeated: true }],
+  [2, 'intContents', 'int32', { repeated: true }],
+  [3, 'int64Contents', 'int64n', { repeated: true }],
+  [4, 'uintContents', 'uint32', { repeated: true }],
+  [5, 'uint64Contents', 'uint64n', { repeated: true }],
+  [6, 'fp32Contents', 'float', { repeated: true }],
+  [7, 'fp64Contents', 'double', { repeated: true }],
+  [8, 'bytesContents', 'bytes', { repeated: true }],
+]);
 
 const TensorMetadata = schema([
   [1, 'name', 'string'],
@@ -117,11 +129,25 @@ function parameter(w, number, key, value) {
     p.varint(value ? 1 : 0);
   } else if (typeof value === 'string') p.string(3, value);
   else {
-    p.tag(key === 'priority' ? 5 : 2, 0);
-    p.varint(Number(value));
+    const big = BigInt(value);
+    // uint64_param for the priority and for ids past int64's range; int64_param for the rest.
+    p.tag(key === 'priority' || big >= 2n ** 63n ? 5 : 2, 0);
+    p.raw(varintOf(big));
   }
   entry.message(2, p);
   w.message(number, entry);
+}
+
+/** The varint bytes of `v` (a bigint, negative as its 64-bit two's complement), exact. */
+function varintOf(v) {
+  let u = BigInt.asUintN(64, v);
+  const out = [];
+  while (u >= 0x80n) {
+    out.push(Number(u & 0x7fn) | 0x80);
+    u >>= 7n;
+  }
+  out.push(Number(u));
+  return Uint8Array.from(out);
 }
 
 /** Where a tensor is in a shared memory region, as the protocol's parameters say it. */
@@ -363,9 +389,17 @@ class GrpcTransport {
   }
 
   /** A gRPC error of a call (a stream's) as the client's error. */
+  /**
+   * A gRPC error as the client's. UNAVAILABLE is the server's own refusal (it did not run the
+   * call: retried elsewhere) unless grpc-js raised it for the connection: never made (not
+   * sent), or lost (the call may have run). A message over the size limit is no refusal.
+   */
   callError(err) {
-    if (err.code === GRPC.UNAVAILABLE && /ECONNREFUSED|No connection established|connect/i.test(err.details || '')) return connectionError(this.server, { code: 'UNAVAILABLE', message: err.details }, false);
-    return grpcError(this.server, err.code, err.details);
+    const details = err.details || '';
+    if (err.code === GRPC.UNAVAILABLE && /No connection established|ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ENETUNREACH/.test(details)) return connectionError(this.server, { code: 'UNAVAILABLE', message: details }, false);
+    if (err.code === GRPC.UNAVAILABLE && /Connection dropped|ECONNRESET|EPIPE|RST_STREAM|GOAWAY|closed/i.test(details)) return connectionError(this.server, { code: 'UNAVAILABLE', message: details }, true);
+    if (err.code === GRPC.RESOURCE_EXHAUSTED && /larger than max/i.test(details)) return new ZgcError('ERR_ZGC_REMOTE', `${this.server}: ${details}`, { status: err.code, server: this.server });
+    return grpcError(this.server, err.code, details);
   }
 
   close() {

@@ -102,15 +102,21 @@ class Client {
   }
 
   async #inferShared(name, version, request, { region, places }, options) {
+    let sent;
     try {
       await region.registered;
       const prepared = this.#servers.prepare(name, version, request);
-      const sent = await this.#servers.call((t) => t.infer(name, version, prepared, options), { idempotent: options.idempotent, pin: options.pin, signal: options.signal });
+      sent = await this.#servers.call((t) => t.infer(name, version, prepared, options), { idempotent: options.idempotent, pin: options.pin, signal: options.signal });
       // The outputs placed in the region are read from it, whatever the response says of them.
       for (const o of sent.response.outputs) if (places.has(o.name)) o.bytes = readPlace(region, places.get(o.name));
-      return sent;
-    } finally {
       this.#regions.give(region);
+      return sent;
+    } catch (err) {
+      // Refused before it ran, the region is free again. A run given up (a timeout, an abort,
+      // a lost connection) may still write it: it is dropped, never handed to another run.
+      if (refusedBeforeRunning(err)) this.#regions.give(region);
+      else this.#regions.drop(region);
+      throw err;
     }
   }
 
@@ -122,6 +128,11 @@ class Client {
     const stream = new RemoteStream(this.#servers.pick(new Set()), this.binary, () => this.#streams.delete(stream));
     this.#streams.add(stream);
     return stream;
+  }
+
+  /** @internal The server a new sequence's runs all go to: the least busy now. */
+  pick() {
+    return this.#servers.pick(new Set());
   }
 
   #one(f) {
@@ -195,6 +206,11 @@ class Client {
     if (this.#regions !== null) await this.#regions.close();
     this.#servers.close();
   }
+}
+
+/** Whether `err` is the server's refusal of a request it did not run (a 4xx, NOT_FOUND, INVALID_ARGUMENT). */
+function refusedBeforeRunning(err) {
+  return err instanceof ZgcError && (err.code === 'ERR_ZGC_REMOTE_INVALID' || err.code === 'ERR_ZGC_REMOTE_NOT_FOUND');
 }
 
 function checkF16(f16) {

@@ -8,7 +8,7 @@ const crypto = require('node:crypto');
 const { ZgcError } = require('../errors');
 const { refuseUnknownKeys } = require('../options');
 const { dtypeOf } = require('../protocol/datatypes');
-const { buildRequest, readResponse } = require('./request');
+const { buildRequest, readResponse, sequenceParameters } = require('./request');
 
 const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
 const SEND = Symbol('send');
@@ -87,7 +87,14 @@ class RemoteModel {
     return {
       async next() {
         while (!over) {
-          const { value, done } = await it.next();
+          let step;
+          try {
+            step = await it.next();
+          } catch (err) {
+            finish();
+            throw err;
+          }
+          const { value, done } = step;
           if (signal && signal.aborted) {
             finish();
             throw signal.reason;
@@ -126,19 +133,25 @@ class RemoteModel {
   sequence(options = {}) {
     if (options === null || typeof options !== 'object') throw new TypeError('sequence() options must be an object');
     refuseUnknownKeys('sequence()', options, ['id']);
-    return new RemoteSequence(this, options.id === undefined ? crypto.randomInt(1, 2 ** 48) : options.id);
+    const id = options.id === undefined ? crypto.randomInt(1, 2 ** 48) : options.id;
+    sequenceParameters({ id });
+    return new RemoteSequence(this, id, () => this.#client.pick());
   }
 }
 
 class RemoteSequence {
   #model;
+  #pick;
   #last = Promise.resolve();
   #runs = 0;
+  #started = false;
   #ended = false;
   #server = undefined;
 
-  constructor(model, id) {
+  /** `pick`: the server the sequence's runs all go to, taken at its first. */
+  constructor(model, id, pick) {
     this.#model = model;
+    this.#pick = pick;
     this.id = id;
   }
 
@@ -150,7 +163,10 @@ class RemoteSequence {
     return this.#ended;
   }
 
-  /** One run of the sequence, after its earlier ones; `{ end: true }` ends it. */
+  /**
+   * One run of the sequence, after its earlier ones; `{ end: true }` ends it. Its inputs are
+   * checked and copied now: a run refused here changes nothing of the sequence.
+   */
   run(inputs, options = {}) {
     try {
       if (this.#ended) throw new ZgcError('ERR_ZGC_CLOSED', `sequence ${this.id} has ended`);
@@ -158,19 +174,20 @@ class RemoteSequence {
       refuseUnknownKeys('sequence.run()', options, ['signal', 'timeoutMs', 'priority', 'outputs', 'into', 'end']);
       const { end, ...rest } = options;
       if (rest.signal && rest.signal.aborted) throw rest.signal.reason;
-      const start = this.#runs === 0;
+      // Checked as it will be sent (the flags do not change what is checked).
+      buildRequest(this.#model, inputs, { ...rest, sequence: { id: this.id } }, false);
       const copied = copyInputs(inputs);
       this.#runs++;
       if (end) this.#ended = true;
-      // Sent once the runs before it are answered, to the server the first went to.
+      // Sent once the runs before it are answered, all to one server; the first sent starts it.
       const go = () => {
         if (rest.signal && rest.signal.aborted) throw rest.signal.reason;
-        return this.#model[SEND](copied, { ...rest, sequence: { id: this.id, start, end: Boolean(end) } }, this.#server).then(({ server, tensors }) => {
-          this.#server = server;
-          return tensors;
-        });
+        if (this.#server === undefined) this.#server = this.#pick();
+        const start = !this.#started;
+        this.#started = true;
+        return this.#model[SEND](copied, { ...rest, sequence: { id: this.id, start, end: Boolean(end) } }, this.#server).then(({ tensors }) => tensors);
       };
-      const result = start ? go() : this.#last.then(go);
+      const result = this.#last.then(go);
       this.#last = result.catch(() => {});
       return result;
     } catch (err) {
@@ -195,7 +212,8 @@ function copyInputs(inputs) {
   const out = {};
   for (const name of Object.keys(inputs)) {
     const v = inputs[name];
-    out[name] = ArrayBuffer.isView(v) ? v.slice() : Array.isArray(v) ? [...v] : v;
+    const copy = (x) => (ArrayBuffer.isView(x) ? x.slice() : Array.isArray(x) ? [...x] : x);
+    out[name] = v !== null && typeof v === 'object' && !ArrayBuffer.isView(v) && !Array.isArray(v) ? { ...v, data: copy(v.data) } : copy(v);
   }
   return out;
 }

@@ -54,8 +54,9 @@ class RestTransport {
   request(method, path, options = {}) {
     return this.send(method, path, options).catch((err) => {
       // A kept-alive connection the server closed as this request went out: sent again once,
-      // on a new connection, when it may run twice (Node's reusedSocket advice).
-      if (err.reused && options.idempotent !== false) return this.send(method, path, options);
+      // on a new connection, when it may run twice (Node's reusedSocket advice). If that fails
+      // too, the first failure is the one to tell: the request may have reached the server.
+      if (err.reused && options.idempotent !== false) return this.send(method, path, options).catch((again) => Promise.reject(again.code === 'ERR_ZGC_CONNECTION' && !again.sent ? err : again));
       throw err;
     });
   }
@@ -136,12 +137,17 @@ class RestTransport {
   }
 
   refusal(res) {
+    const text = res.body.toString('utf8');
     let message;
     try {
-      message = JSON.parse(res.body.toString('utf8')).error;
+      // The protocol's { error }; FastAPI's servers (KServe, MLServer) answer { detail }.
+      const body = JSON.parse(text);
+      const said = body.error ?? body.detail;
+      message = said === undefined ? text : typeof said === 'string' ? said : JSON.stringify(said);
     } catch {
-      message = res.body.toString('utf8').slice(0, 1024);
+      message = text;
     }
+    if (message.length > 1024) message = `${message.slice(0, 1024)}…`;
     const retry = Number(res.headers['retry-after']);
     return httpError(this.server, res.status, message, Number.isFinite(retry) ? retry * 1000 : undefined);
   }

@@ -13,7 +13,9 @@ class RemoteStream {
   #call;
   #pending = new Map();
   #queue = [];
-  #waiting = null;
+  /** Callers of next() waiting for a response, in order. */
+  #waiting = [];
+  #ending = false;
   #done = false;
   #failure = null;
   #next = 1;
@@ -57,7 +59,7 @@ class RemoteStream {
    * as `options.id`, else one of the stream's own). Inputs are checked and copied now.
    */
   send(model, inputs, options = {}) {
-    if (this.#done) throw new ZgcError('ERR_ZGC_CLOSED', 'the stream has ended');
+    if (this.#done || this.#ending) throw new ZgcError('ERR_ZGC_CLOSED', this.#done ? 'the stream has ended' : 'the stream was ended with end(): it takes no more requests');
     const { id, f16, ...rest } = options;
     const { request, wanted, classified, asked } = buildRequest(model, inputs, rest, this.#binary);
     const rid = id === undefined ? String(this.#next++) : String(id);
@@ -72,6 +74,7 @@ class RemoteStream {
 
   /** No more requests: the iteration ends once those sent are answered. */
   end() {
+    this.#ending = true;
     if (this.#call === undefined) this.#finish(null);
     else this.#call.end();
   }
@@ -108,11 +111,8 @@ class RemoteStream {
   }
 
   #push(item) {
-    if (this.#waiting !== null) {
-      const w = this.#waiting;
-      this.#waiting = null;
-      w.resolve({ value: item, done: false });
-    } else this.#queue.push(item);
+    if (this.#waiting.length > 0) this.#waiting.shift().resolve({ value: item, done: false });
+    else this.#queue.push(item);
   }
 
   #finish(err) {
@@ -121,11 +121,14 @@ class RemoteStream {
     this.#server.outstanding--;
     this.#over();
     this.#failure = err;
-    if (this.#waiting !== null) {
-      const w = this.#waiting;
-      this.#waiting = null;
-      if (err) w.reject(err);
-      else w.resolve({ value: undefined, done: true });
+    // Every caller waiting: the first is told the failure, the others that it is over.
+    const waiting = this.#waiting;
+    this.#waiting = [];
+    for (const w of waiting) {
+      if (this.#failure) {
+        w.reject(this.#failure);
+        this.#failure = null;
+      } else w.resolve({ value: undefined, done: true });
     }
   }
 
@@ -138,7 +141,7 @@ class RemoteStream {
           this.#failure = null;
           return err ? Promise.reject(err) : Promise.resolve({ value: undefined, done: true });
         }
-        return new Promise((resolve, reject) => (this.#waiting = { resolve, reject }));
+        return new Promise((resolve, reject) => this.#waiting.push({ resolve, reject }));
       },
       return: () => {
         if (!this.#done) this.cancel();

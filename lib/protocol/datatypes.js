@@ -4,7 +4,7 @@
 // TypedArray each travels in and the bytes it is sent as: little-endian, C order; BYTES as
 // each element's 4-byte length then its bytes.
 
-const { f16Values, f16Bits: f16BitsOf } = require('../numbers');
+const { f16Values, f16Bits: f16BitsOf, bf16Bits } = require('../numbers');
 const { isFloat16Array, f16Bits } = require('../values');
 
 /** By the protocol's name: the package's dtype, its TypedArray, and bytes per element. */
@@ -173,7 +173,8 @@ function toJson(dtype, array) {
 function fromJson(dtype, data, count, f16, fail) {
   const flat = Array.isArray(data) ? data.flat(Infinity) : [data];
   if (count !== null && flat.length !== count) throw fail(`came with ${flat.length} values; its shape makes ${count}`);
-  if (dtype === 'bytes') return flat.map((s) => Buffer.from(String(s), 'utf8'));
+  // Strings from JSON; byte strings as they came from gRPC's typed contents.
+  if (dtype === 'bytes') return flat.map((s) => (s instanceof Uint8Array ? Buffer.from(s.buffer, s.byteOffset, s.byteLength) : Buffer.from(String(s), 'utf8')));
   const protocol = PROTOCOL[dtype];
   if (protocol === undefined) throw fail(`has datatype ${dtype}, which the protocol does not define`);
   if (dtype === 'f16') return f16Output(Uint16Array.from(flat, f16BitsOf), f16);
@@ -181,13 +182,6 @@ function fromJson(dtype, data, count, f16, fail) {
   const { Array: A } = DATATYPES[protocol];
   if (A === BigInt64Array || A === BigUint64Array) return A.from(flat, (v) => BigInt(v));
   return A.from(flat, (v) => (v === true ? 1 : v === false ? 0 : typeof v === 'bigint' ? Number(v) : v));
-}
-
-/** bfloat16 bits of a number, rounded to nearest even. */
-function bf16Bits(v) {
-  const u = new Uint32Array(new Float32Array([v]).buffer)[0];
-  if (Number.isNaN(v)) return (u >>> 16) | 0x40;
-  return ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) & 0xffff;
 }
 
 module.exports = { DATATYPES, PROTOCOL, dtypeOf, toArray, toBytes, fromBytes, toJson, fromJson, accepted };

@@ -15,6 +15,9 @@ const TYPES = {
   int64: WIRE.varint,
   uint32: WIRE.varint,
   uint64: WIRE.varint,
+  // 64-bit integers read exactly, as bigints (tensor contents; the other fields stay numbers).
+  int64n: WIRE.varint,
+  uint64n: WIRE.varint,
   float: WIRE.i32,
   double: WIRE.i64,
 };
@@ -97,6 +100,12 @@ function scalar(type, buf, state, end) {
     case 'uint32':
     case 'uint64':
       return readVarint(buf, state, end);
+    case 'int64n':
+    case 'uint64n': {
+      readVarint(buf, state, end);
+      const u = (BigInt(state.hi) << 32n) | BigInt(state.lo);
+      return type === 'int64n' ? BigInt.asIntN(64, u) : u;
+    }
     case 'float': {
       if (state.pos + 4 > end) throw new DecodeError('truncated float', state.pos);
       const v = viewOf(buf, state).getFloat32(state.pos, true);
