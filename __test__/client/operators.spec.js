@@ -58,15 +58,17 @@ describe.each([['REST', () => live.server.url], ['gRPC', () => `grpc://127.0.0.1
     expect((await client.traceSettings('add', { trace_rate: null })).trace_rate).toBe((await rest('/v2/trace/setting')).trace_rate);
   });
 
-  test('model configuration: as REST gives it, over both; statistics over REST, and over gRPC a TypeError naming REST', async () => {
+  test('model configuration and statistics: as REST gives them, over both', async () => {
     for (const name of ['add', 'dtypes', 'slow', 'slowtimeout']) {
       expect([name, await client.modelConfig(name)]).toEqual([name, await rest(`/v2/models/${name}/config`)]);
     }
-    if (kind === 'REST') {
-      const stats = await client.statistics('add', 1);
-      expect(stats.model_stats.map((m) => [m.name, m.version])).toEqual([['add', '1']]);
-    } else {
-      await expect(client.statistics()).rejects.toThrow("statistics is given over REST by this client; connect to the server's http:// address for it");
-    }
+    const add = await client.model('add', { version: 1 });
+    for (let i = 0; i < 3; i++) await add.runAsync({ a: [1, 2, 3, 4], b: [1, 1, 1, 1] });
+    const mine = await client.statistics('add', 1);
+    expect(mine).toEqual(await rest('/v2/models/add/versions/1/stats'));
+    expect(mine.model_stats[0]).toMatchObject({ name: 'add', version: '1' });
+    expect(mine.model_stats[0].inference_count).toBeGreaterThanOrEqual(3);
+    expect(mine.model_stats[0].inference_stats.success.count).toBe(mine.model_stats[0].inference_count);
+    expect((await client.statistics()).model_stats.map((m) => `${m.name}/${m.version}`)).toEqual((await rest('/v2/models/stats')).model_stats.map((m) => `${m.name}/${m.version}`));
   });
 });

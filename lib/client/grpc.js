@@ -111,6 +111,64 @@ const RESPONSES = {
   Empty: schema([]),
 };
 
+// ModelStatisticsResponse (grpc_service.proto), read into the JSON REST gives.
+const Duration = schema([
+  [1, 'count', 'uint64'],
+  [2, 'ns', 'uint64'],
+]);
+const DURATIONS = ['success', 'fail', 'queue', 'compute_input', 'compute_infer', 'compute_output', 'cache_hit', 'cache_miss'];
+const InferStatistics = schema(DURATIONS.map((name, i) => [i + 1, name, 'message', { schema: Duration }]));
+const BatchStatistics = schema([
+  [1, 'batch_size', 'uint64'],
+  [2, 'compute_input', 'message', { schema: Duration }],
+  [3, 'compute_infer', 'message', { schema: Duration }],
+  [4, 'compute_output', 'message', { schema: Duration }],
+]);
+const MemoryUsage = schema([
+  [1, 'type', 'string'],
+  [2, 'id', 'int64'],
+  [3, 'byte_size', 'uint64'],
+]);
+RESPONSES.ModelStatistics = schema([
+  [
+    1,
+    'model_stats',
+    'message',
+    {
+      repeated: true,
+      schema: schema([
+        [1, 'name', 'string'],
+        [2, 'version', 'string'],
+        [3, 'last_inference', 'uint64'],
+        [4, 'inference_count', 'uint64'],
+        [5, 'execution_count', 'uint64'],
+        [6, 'inference_stats', 'message', { schema: InferStatistics }],
+        [7, 'batch_stats', 'message', { repeated: true, schema: BatchStatistics }],
+        [8, 'memory_usage', 'message', { repeated: true, schema: MemoryUsage }],
+      ]),
+    },
+  ],
+]);
+
+/** A decoded Duration (absent fields are proto3's zeros) as REST's `{ count, ns }`. */
+const duration = (d) => ({ count: (d && d.count) || 0, ns: (d && d.ns) || 0 });
+
+/** A ModelStatisticsResponse as REST's JSON. */
+function statisticsJson(r) {
+  return {
+    model_stats: r.model_stats.map((m) => ({
+      name: m.name || '',
+      version: m.version || '',
+      last_inference: m.last_inference || 0,
+      inference_count: m.inference_count || 0,
+      execution_count: m.execution_count || 0,
+      inference_stats: Object.fromEntries(DURATIONS.map((k) => [k, duration(m.inference_stats && m.inference_stats[k])])),
+      batch_stats: m.batch_stats.map((b) => ({ batch_size: b.batch_size || 0, compute_input: duration(b.compute_input), compute_infer: duration(b.compute_infer), compute_output: duration(b.compute_output) })),
+      memory_usage: m.memory_usage.map((u) => ({ type: u.type || '', id: u.id || 0, byte_size: u.byte_size || 0 })),
+    })),
+  };
+}
+
 function loadGrpc() {
   try {
     return require('@grpc/grpc-js');
@@ -304,17 +362,14 @@ class GrpcTransport {
     await this.call('SystemSharedMemoryUnregister', w.finish());
   }
 
-  notHere(what) {
-    return Promise.reject(new TypeError(`${what} is given over REST by this client; connect to the server's http:// address for it`));
-  }
-
   /** The model's configuration, under the proto's field names as REST gives it (the fields model_config.proto's table here holds). */
   async modelConfig(name, version) {
     return (await this.call('ModelConfig', this.nameVersion(name, version), { decodeWith: decodeModelConfigResponse })).config;
   }
 
-  statistics() {
-    return this.notHere('statistics');
+  /** Inference statistics (of every model, or of one), as REST gives them. */
+  async statistics(name, version) {
+    return statisticsJson(await this.call('ModelStatistics', this.nameVersion(name, version)));
   }
 
   /** The regions, as REST lists them: `{ name, key, offset, byte_size }[]`. */
