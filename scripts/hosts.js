@@ -3,8 +3,9 @@
 
 // npm run test:hosts: the package on every current JavaScript host. Installs Node 22, 24 and
 // 26, Bun and Deno from the npm registry's binary packages into a cache outside the checkout
-// (never as dependencies of the package), then runs the whole Jest suite with each Node
-// (Node 22 once more with --js-float16array for the Float16Array specs) and the smoke suite
+// (never as dependencies of the package), then runs the whole Jest suite with each Node but
+// the specs of Python peer servers (PEER_SPECS: the main run has them), Node 22 once more
+// with --js-float16array for the Float16Array specs, and the smoke suite
 // (__test__/hosts/smoke.mjs) with Bun and Deno. Needs the addon and fixtures built (npm test
 // builds them first). Prints a table and ends with "N passed, N failed".
 //   ZGC_HOSTS_CACHE=dir   where the hosts live (default ~/.cache/zgc-runtime/hosts)
@@ -31,6 +32,13 @@ const HOSTS = [
 ];
 
 const exe = (host) => path.join(cache, 'node_modules', host.name, host.exe);
+
+/**
+ * Specs the other Node hosts leave to the main run: they start Python peer servers (Triton,
+ * KServe, MLServer) and check what goes over the wire to them, which no Node version changes,
+ * and take a minute of each host's run.
+ */
+const PEER_SPECS = ['/node_modules/', '<rootDir>/__test__/triton/', '<rootDir>/__test__/client/kserve.spec.js', '<rootDir>/__test__/client/mlserver.spec.js'];
 
 function install() {
   const missing = HOSTS.filter((h) => !fs.existsSync(exe(h)));
@@ -60,7 +68,8 @@ function hasFloat16(host, flags = []) {
 function runJest(host, flags, files) {
   const report = path.join(root, 'target', `jest-${host.name}${flags.length ? '-flags' : ''}.json`);
   fs.rmSync(report, { force: true });
-  const ran = runBounded(exe(host), [...flags, jest, ...jestBounded(['--runInBand', '--silent', '--json', `--outputFile=${report}`, ...files])], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] }, JEST_MINUTES, `Jest on ${host.name}`);
+  const skipPeers = files.length === 0 ? ['--testPathIgnorePatterns', ...PEER_SPECS] : [];
+  const ran = runBounded(exe(host), [...flags, jest, ...jestBounded(['--runInBand', '--silent', '--json', `--outputFile=${report}`, ...skipPeers, ...files])], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] }, JEST_MINUTES, `Jest on ${host.name}`);
   try {
     const r = JSON.parse(fs.readFileSync(report, 'utf8'));
     if (r.numTotalTests === 0) return { passed: 0, failed: 1, skipped: 0, note: 'no test ran' };
