@@ -93,6 +93,23 @@ describe.each(KINDS)('a remote model over %s', (_, kind, options) => {
     local.close();
   });
 
+  test("f16: 'float16' gives a Float16Array over the exact bits where the host has one, and is refused by name where not", async () => {
+    if (typeof globalThis.Float16Array !== 'function') {
+      await expect(connect(urls()[kind], { ...options, f16: 'float16' })).rejects.toThrow(`option f16 'float16' needs a host with Float16Array; this one (node ${process.version}) has none`);
+      return;
+    }
+    const f16 = await connect(urls()[kind], { ...options, f16: 'float16' });
+    try {
+      const v = randomDtypeValues(12);
+      const inputs = { x: v.x, h: new Float16Array(v.h), q: v.q, m: v.m };
+      const [bits, halves] = await Promise.all([(await client.model('dtypes', { f16: 'bits' })).runAsync(inputs), (await f16.model('dtypes')).runAsync(inputs)]);
+      expect(halves[1].data[Symbol.toStringTag]).toBe('Float16Array');
+      expect(Array.from(new Uint16Array(halves[1].data.buffer, halves[1].data.byteOffset, 4))).toEqual(Array.from(bits[1].data));
+    } finally {
+      f16.close();
+    }
+  });
+
   test('outputs picks and orders outputs; into writes them in place', async () => {
     const remote = await client.model('slow');
     const local = load(fixture('slow'));
@@ -176,7 +193,8 @@ describe.each(KINDS)('a remote model over %s', (_, kind, options) => {
     const [top] = await remote.runAsync({ a: [1, 9, 3, 4], b: [0, 0, 0, 0] }, { classification: 2 });
     expect(top.dtype).toBe('bytes');
     // Triton's words: the value as C's %f, then the class index.
-    expect(top.data.map(String)).toEqual(['9.000000:1', '4.000000:3']);
+    expect(top.data.every((b) => b instanceof Uint8Array)).toBe(true);
+    expect(top.data.map((b) => new TextDecoder().decode(b))).toEqual(['9.000000:1', '4.000000:3']);
   });
 });
 

@@ -78,7 +78,7 @@ function bitsOf(dtype, data) {
       expect(String(byName.get('out_UINT64').data)).toBe('0,18446744073709551615,9007199254740993');
       expect(String(byName.get('out_INT64').data)).toBe('-9223372036854775808,9223372036854775807,12345678901234567');
       expect(bitsOf('f32', byName.get('out_FP32').data)).toEqual(bitsOf('f32', [-0, 1.1, -3.4e38]));
-      expect(byName.get('out_BYTES').data.map(String)).toEqual(['', 'héllo', '\u0000\ufffd\u0007']);
+      expect(byName.get('out_BYTES').data.map((b) => new TextDecoder().decode(b))).toEqual(['', 'héllo', '\u0000\ufffd\u0007']);
       expect(byName.has('out_FP16')).toBe(false);
       const err = await model.runAsync({ in_FP16: INPUTS.in_FP16 }).catch((e) => e);
       expect(err).toMatchObject({ code: 'ERR_ZGC_REMOTE_INVALID', status: 400, server: triton.url });

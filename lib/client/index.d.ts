@@ -19,7 +19,7 @@ export type RemoteData =
   | BigUint64Array
   | Uint8Array[]
 
-/** An output: `data` is the dtype's TypedArray; bytes come as an array of Buffers. */
+/** An output: `data` is the dtype's TypedArray; bytes come as an array of Uint8Arrays. */
 export interface RemoteTensor {
   readonly name: string
   readonly dtype: RemoteDtype

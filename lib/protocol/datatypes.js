@@ -121,7 +121,7 @@ function toBytes(dtype, array) {
 
 /**
  * An output's data from the bytes it came in (`bytes`, a Uint8Array, maybe a view of a larger
- * buffer): a TypedArray of this realm, or an array of Buffers for bytes. `f16`: 'float32'
+ * buffer): a TypedArray of this realm, or an array of Uint8Arrays for bytes. `f16`: 'float32'
  * (values), 'bits' or 'float16' (the bits, as a Float16Array).
  */
 function fromBytes(dtype, bytes, count, f16, fail) {
@@ -152,7 +152,8 @@ function splitBytes(bytes, count, fail) {
     if (pos + 4 > bytes.byteLength) throw fail(`bytes element ${out.length} is cut short in its length`);
     const n = view.getUint32(pos, true);
     if (pos + 4 + n > bytes.byteLength) throw fail(`bytes element ${out.length} says ${n} bytes; ${bytes.byteLength - pos - 4} are left`);
-    out.push(Buffer.from(bytes.buffer, bytes.byteOffset + pos + 4, n));
+    // A Uint8Array of this realm (a Buffer is Node's main realm's: not so in a Jest test).
+    out.push(new Uint8Array(bytes.buffer, bytes.byteOffset + pos + 4, n));
     pos += 4 + n;
   }
   if (count !== null && out.length !== count) throw fail(`came with ${out.length} bytes elements; its shape makes ${count}`);
@@ -174,7 +175,7 @@ function fromJson(dtype, data, count, f16, fail) {
   const flat = Array.isArray(data) ? data.flat(Infinity) : [data];
   if (count !== null && flat.length !== count) throw fail(`came with ${flat.length} values; its shape makes ${count}`);
   // Strings from JSON; byte strings as they came from gRPC's typed contents.
-  if (dtype === 'bytes') return flat.map((s) => (s instanceof Uint8Array ? Buffer.from(s.buffer, s.byteOffset, s.byteLength) : Buffer.from(String(s), 'utf8')));
+  if (dtype === 'bytes') return flat.map((s) => (ArrayBuffer.isView(s) ? new Uint8Array(s.buffer, s.byteOffset, s.byteLength) : utf8(String(s))));
   const protocol = PROTOCOL[dtype];
   if (protocol === undefined) throw fail(`has datatype ${dtype}, which the protocol does not define`);
   if (dtype === 'f16') return f16Output(Uint16Array.from(flat, f16BitsOf), f16);
@@ -182,6 +183,14 @@ function fromJson(dtype, data, count, f16, fail) {
   const { Array: A } = DATATYPES[protocol];
   if (A === BigInt64Array || A === BigUint64Array) return A.from(flat, (v) => BigInt(v));
   return A.from(flat, (v) => (v === true ? 1 : v === false ? 0 : typeof v === 'bigint' ? Number(v) : v));
+}
+
+/** A string's UTF-8 bytes in a Uint8Array of this realm, of its own memory. */
+function utf8(text) {
+  const b = Buffer.from(text, 'utf8');
+  const out = new Uint8Array(b.length);
+  out.set(b);
+  return out;
 }
 
 module.exports = { DATATYPES, PROTOCOL, dtypeOf, toArray, toBytes, fromBytes, toJson, fromJson, accepted };
