@@ -97,6 +97,83 @@ describe('which failures go on to the next server', () => {
   });
 });
 
+describe('which server a request goes to', () => {
+  let repo;
+  let a;
+  let b;
+  beforeAll(async () => {
+    repo = makeRepository().repo;
+    [a, b] = [await listenInProcess([repo]), await listenInProcess([repo])];
+  });
+  afterAll(async () => {
+    await a.stop();
+    await b.stop();
+    fs.rmSync(repo, { recursive: true, force: true });
+  });
+  const slow = { name: 'slow', sources: [{ name: 'x', dtype: 'f32', shape: [4] }], outputs: [{ name: 'output_0', dtype: 'f32', shape: [4] }, { name: 'output_1', dtype: 'f32', shape: [3] }] };
+  const add = { name: 'add', sources: [{ name: 'a', dtype: 'f32', shape: [4] }, { name: 'b', dtype: 'f32', shape: [4] }], outputs: [{ name: 'output_0', dtype: 'f32', shape: [4] }] };
+  // slow (its one instance takes 300 ms, and one more may wait) or add.
+  const run = (s, model = slow) => {
+    const inputs = model === slow ? { x: [1, 2, 3, 4] } : { a: [1, 2, 3, 4], b: [1, 1, 1, 1] };
+    const prepared = s.prepare(model.name, undefined, buildRequest(model, inputs, undefined, true).request);
+    return s.call((t) => t.infer(model.name, undefined, prepared, {}), { idempotent: true }).then((r) => r.server.url);
+  };
+
+  test('the one with the fewest outstanding: a second request while the first is out goes to the other', async () => {
+    const s = servers([a.url, b.url]);
+    try {
+      // Counted out when sent, before anything is awaited: the choice is made by construction.
+      const first = run(s);
+      // A quick call in between, taken in turn by b, brings the turn back to a: only the count
+      // of outstanding requests sends the second slow one to b.
+      expect((await s.call((t) => t.ready(), { idempotent: true })).server.url).toBe(b.url);
+      expect(s.stats().map((x) => x.outstanding)).toEqual([1, 0]);
+      const second = run(s);
+      expect(await Promise.all([first, second])).toEqual([a.url, b.url]);
+    } finally {
+      s.close();
+    }
+  });
+
+  test('a server left out takes nothing while another can, however busy; a lone server is never left out', async () => {
+    const s = servers([a.url, b.url], { retryAfterMs: 60000 });
+    const lone = servers([a.url], { retryAfterMs: 60000 });
+    try {
+      s.leaveOut(s.list[0], 60000);
+      expect(await Promise.all([run(s, add), run(s, add), run(s, add)])).toEqual([b.url, b.url, b.url]);
+      expect(s.stats().map((x) => [x.requests, x.available])).toEqual([[0, false], [3, true]]);
+      lone.leaveOut(lone.list[0], 60000);
+      expect(lone.stats()[0].available).toBe(true);
+      expect(await run(lone, add)).toBe(a.url);
+    } finally {
+      s.close();
+      lone.close();
+    }
+  });
+
+  test('an aborted signal stops a request from going on to the next server', async () => {
+    const dead = `http://127.0.0.1:${await new Promise((resolve) => {
+      const srv = require('node:net').createServer();
+      srv.listen(0, '127.0.0.1', () => {
+        const { port } = srv.address();
+        srv.close(() => resolve(port));
+      });
+    })}`;
+    const s = servers([dead, a.url]);
+    try {
+      const controller = new AbortController();
+      controller.abort(new Error('enough'));
+      // The transport is asked all the same (the abort reaches it as its signal); the refused
+      // connection is then not sent on.
+      const err = await s.call((t) => t.ready(), { idempotent: true, signal: controller.signal }).catch((e) => e);
+      expect(err).toMatchObject({ code: 'ERR_ZGC_CONNECTION', sent: false });
+      expect(s.stats().map((x) => x.requests)).toEqual([1, 0]);
+    } finally {
+      s.close();
+    }
+  });
+});
+
 describe('a lost connection', () => {
   test('a request that is not idempotent, lost with its server, is not sent on; an idempotent one is', async () => {
     const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'zgc-client-servers-'));
