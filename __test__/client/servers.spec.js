@@ -101,36 +101,44 @@ describe('which server a request goes to', () => {
   let repo;
   let a;
   let b;
+  let hold;
   beforeAll(async () => {
     repo = makeRepository().repo;
+    writeModel(repo, 'faulty', { 1: 'faulty' }, { instances: 1 });
     [a, b] = [await listenInProcess([repo]), await listenInProcess([repo])];
   });
   afterAll(async () => {
+    delete process.env.ZGC_FAULTY_HOLD;
     await a.stop();
     await b.stop();
     fs.rmSync(repo, { recursive: true, force: true });
   });
-  const slow = { name: 'slow', sources: [{ name: 'x', dtype: 'f32', shape: [4] }], outputs: [{ name: 'output_0', dtype: 'f32', shape: [4] }, { name: 'output_1', dtype: 'f32', shape: [3] }] };
+  const faulty = { name: 'faulty', sources: [{ name: 'x', dtype: 'f32', shape: [4] }, { name: 'mode', dtype: 'f32', shape: [] }, { name: 'id', dtype: 'f32', shape: [] }], outputs: [{ name: 'output_0', dtype: 'f32', shape: [4] }] };
   const add = { name: 'add', sources: [{ name: 'a', dtype: 'f32', shape: [4] }, { name: 'b', dtype: 'f32', shape: [4] }], outputs: [{ name: 'output_0', dtype: 'f32', shape: [4] }] };
-  // slow (its one instance takes 300 ms, and one more may wait) or add.
-  const run = (s, model = slow) => {
-    const inputs = model === slow ? { x: [1, 2, 3, 4] } : { a: [1, 2, 3, 4], b: [1, 1, 1, 1] };
+  // faulty (mode 7: held in the server until the hold file exists) or add.
+  const run = (s, model, mode = 0) => {
+    const inputs = model === faulty ? { x: [1, 2, 3, 4], mode, id: 1 } : { a: [1, 2, 3, 4], b: [1, 1, 1, 1] };
     const prepared = s.prepare(model.name, undefined, buildRequest(model, inputs, undefined, true).request);
     return s.call((t) => t.infer(model.name, undefined, prepared, {}), { idempotent: true }).then((r) => r.server.url);
   };
 
   test('the one with the fewest outstanding: a second request while the first is out goes to the other', async () => {
+    // The servers run in this process: the fixture reads the hold file's name when it runs.
+    hold = path.join(repo, 'release');
+    process.env.ZGC_FAULTY_HOLD = hold;
     const s = servers([a.url, b.url]);
     try {
-      // Counted out when sent, before anything is awaited: the choice is made by construction.
-      const first = run(s);
+      // Held on a until released: out for as long as this test needs it.
+      const first = run(s, faulty, 7);
       // A quick call in between, taken in turn by b, brings the turn back to a: only the count
-      // of outstanding requests sends the second slow one to b.
+      // of outstanding requests sends the second one to b.
       expect((await s.call((t) => t.ready(), { idempotent: true })).server.url).toBe(b.url);
       expect(s.stats().map((x) => x.outstanding)).toEqual([1, 0]);
-      const second = run(s);
-      expect(await Promise.all([first, second])).toEqual([a.url, b.url]);
+      expect(await run(s, add)).toBe(b.url);
+      fs.writeFileSync(hold, '');
+      expect(await first).toBe(a.url);
     } finally {
+      fs.writeFileSync(hold, '');
       s.close();
     }
   });
