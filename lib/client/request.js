@@ -6,7 +6,7 @@
 
 const { ZgcError } = require('../errors');
 const { refuseUnknownKeys } = require('../options');
-const { PROTOCOL, toArray, toBytes, toJson, fromBytes, fromJson } = require('../protocol/datatypes');
+const { PROTOCOL, dtypeOf, toArray, toBytes, toJson, fromBytes, fromJson } = require('../protocol/datatypes');
 const { responseError } = require('./errors');
 
 const RUN_OPTIONS = ['signal', 'timeoutMs', 'priority', 'outputs', 'classification', 'sequence', 'into'];
@@ -124,12 +124,12 @@ function readResponse(server, response, wanted, { f16, into, classified, asked }
   const byName = new Map(response.outputs.map((o) => [o.name, o]));
   // Not asked for by name, an output a model did not give (an optional one) is left out.
   // A model whose metadata lists no outputs gives those the response has, in its order.
-  const listed = wanted.length > 0 ? wanted : response.outputs.map((o) => ({ name: o.name, dtype: PROTOCOL_DTYPE[o.datatype] ?? o.datatype }));
+  const listed = wanted.length > 0 ? wanted : response.outputs.map((o) => ({ name: o.name, dtype: dtypeOf(o.datatype) }));
   const given = asked || into !== undefined ? listed : listed.filter((w) => byName.has(w.name));
   return given.map((w, i) => {
     const o = byName.get(w.name);
     if (o === undefined) throw responseError(server, `has no output ${JSON.stringify(w.name)}`);
-    const dtype = w.dtype === undefined || PROTOCOL[w.dtype] === o.datatype || classified ? (PROTOCOL_DTYPE[o.datatype] ?? o.datatype) : null;
+    const dtype = w.dtype === undefined || PROTOCOL[w.dtype] === o.datatype || classified ? dtypeOf(o.datatype) : null;
     if (dtype === null) throw responseError(server, `gives output ${JSON.stringify(o.name)} as ${o.datatype}; the model's metadata says ${PROTOCOL[w.dtype]}`);
     const shape = (o.shape || []).map(Number);
     const fail = (detail) => responseError(server, `output ${JSON.stringify(o.name)} ${detail}`);
@@ -139,8 +139,6 @@ function readResponse(server, response, wanted, { f16, into, classified, asked }
     return { name: o.name, dtype, shape, data: copyInto(into[i], data, o.name) };
   });
 }
-
-const PROTOCOL_DTYPE = Object.fromEntries(Object.entries(PROTOCOL).map(([k, v]) => [v, k]));
 
 function copyInto(target, data, name) {
   if (!ArrayBuffer.isView(target) || target[Symbol.toStringTag] !== data[Symbol.toStringTag] || target.length !== data.length) {
